@@ -1,0 +1,67 @@
+/**
+ * The operator contract of DESIGN §11: environment → a frozen, typed Config, validated once.
+ * Nothing else in the code reads process.env.
+ */
+export interface RateLimitSetting {
+  requests: number;
+  perSeconds: number;
+}
+
+export interface Config {
+  databaseUrl: string;
+  host: string;
+  port: number;
+  publicUrl: string;
+  environment: 'staging' | 'production';
+  rateLimit: RateLimitSetting;
+  logLevel: string;
+  httpAllow: string[];
+}
+
+export class ConfigError extends Error {}
+
+export function parseRateLimit(text: string): RateLimitSetting {
+  const match = /^(\d+)\/(\d+)s$/.exec(text.trim());
+  if (!match || Number(match[1]) < 1 || Number(match[2]) < 1) {
+    throw new ConfigError(`CAREPATH_RATE_LIMIT must look like <requests>/<seconds>s (e.g. 100/1s), got "${text}"`);
+  }
+  return { requests: Number(match[1]), perSeconds: Number(match[2]) };
+}
+
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
+
+export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
+  const host = env.CAREPATH_HOST || '127.0.0.1';
+  const portText = env.CAREPATH_PORT || '8080';
+  const port = Number(portText);
+  if (!Number.isInteger(port) || port < 0 || port > 65535) {
+    throw new ConfigError(`CAREPATH_PORT must be a port number, got "${portText}"`);
+  }
+  const environment = env.CAREPATH_ENVIRONMENT || 'staging';
+  if (environment !== 'staging' && environment !== 'production') {
+    throw new ConfigError(`CAREPATH_ENVIRONMENT must be staging or production, got "${environment}"`);
+  }
+  const databaseUrl = env.CAREPATH_DATABASE_URL || 'sqlite:./data/carepath.db';
+  if (!databaseUrl.startsWith('sqlite:') && !/^postgres(ql)?:\/\//.test(databaseUrl)) {
+    throw new ConfigError('CAREPATH_DATABASE_URL must be sqlite:<path>, sqlite::memory: or postgres://…');
+  }
+  const logLevel = env.CAREPATH_LOG_LEVEL || 'info';
+  if (!LOG_LEVELS.includes(logLevel)) {
+    throw new ConfigError(`CAREPATH_LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')}`);
+  }
+  const publicUrl = (env.CAREPATH_PUBLIC_URL || `http://${host}:${port}`).replace(/\/+$/, '');
+  const httpAllow = (env.CAREPATH_HTTP_ALLOW || '')
+    .split(',')
+    .map((entry) => entry.trim())
+    .filter(Boolean);
+  return Object.freeze({
+    databaseUrl,
+    host,
+    port,
+    publicUrl,
+    environment,
+    rateLimit: parseRateLimit(env.CAREPATH_RATE_LIMIT || '100/1s'),
+    logLevel,
+    httpAllow,
+  });
+}

@@ -1,0 +1,203 @@
+/**
+ * Row types of every table, as Kysely sees them. Both stores share one schema:
+ * ids are UUID text, timestamps ISO 8601 UTC text (it sorts in time order), booleans 0/1
+ * integers and JSON documents text, so one repository query serves SQLite and PostgreSQL.
+ */
+import type { Kysely, Transaction } from 'kysely';
+
+export interface TenantTable {
+  id: string;
+  name: string;
+  created_at: string;
+}
+
+export interface WorkspaceTable {
+  id: string;
+  tenant_id: string;
+  name: string;
+  created_at: string;
+}
+
+export interface ApiKeyTable {
+  id: string;
+  tenant_id: string;
+  workspace_id: string;
+  name: string;
+  key_hash: string;
+  /** JSON array of scope strings; empty = full access */
+  scopes: string;
+  environment: string;
+  created_at: string;
+  revoked_at: string | null;
+  last_used_at: string | null;
+}
+
+/** Blueprints and run instances (DESIGN §6). An instance's id is its run's id. */
+export interface DiagramTable {
+  id: string;
+  workspace_id: string;
+  type: 'blueprint' | 'instance';
+  name: string;
+  source_id: string | null;
+  /** blueprint: current version; instance: the blueprint version it was copied from */
+  version: number;
+  /** JSON array of tag slugs */
+  tags: string;
+  created_at: string;
+  updated_at: string;
+}
+
+/** Immutable graph of each blueprint version: an instance is frozen by pointing at one. */
+export interface BlueprintVersionTable {
+  blueprint_id: string;
+  version: number;
+  graph: string;
+  created_at: string;
+}
+
+export interface TriggerTable {
+  id: string;
+  workspace_id: string;
+  name: string;
+  source_id: string;
+  type: 'web' | 'search' | 'event';
+  query_id: string | null;
+  event: string | null;
+  /** JSON Schedule or null */
+  schedule: string | null;
+  next_run_at: string | null;
+  auto_start: number;
+  active: number;
+  one_per_subject: number;
+  created_at: string;
+  updated_at: string;
+  deleted_at: string | null;
+}
+
+export interface QueryTable {
+  id: string;
+  workspace_id: string;
+  name: string;
+  resource_type: 'Patient' | 'Pathway' | 'Practitioner';
+  /** JSON array of {op, tag} */
+  filters: string;
+  created_at: string;
+  updated_at: string;
+}
+
+export interface RunTable {
+  id: string;
+  workspace_id: string;
+  trigger_id: string;
+  source_id: string;
+  source_version: number;
+  name: string;
+  idempotency_key: string | null;
+  automation_status: string;
+  /** JSON {message, nodeId} or null */
+  error: string | null;
+  /** JSON payload as fired (null when none was sent) */
+  payload: string | null;
+  subject_record_id: string | null;
+  created_at: string;
+  updated_at: string;
+}
+
+/** The first use of an idempotency key in a workspace, and the run it made (DESIGN §4). */
+export interface IdempotencyKeyTable {
+  workspace_id: string;
+  key: string;
+  fingerprint: string;
+  trigger_id: string;
+  run_id: string;
+  created_at: string;
+}
+
+/** Search records: Patients and Practitioners from ingestion, a Pathway per run. */
+export interface RecordTable {
+  id: string;
+  workspace_id: string;
+  resource_type: 'Patient' | 'Pathway' | 'Practitioner';
+  ext_id: string;
+  name: string;
+  /** JSON array of tag slugs (the record_tags rows are the searchable copy) */
+  tags: string;
+  created_at: string;
+  updated_at: string;
+}
+
+export interface RecordTagTable {
+  record_id: string;
+  workspace_id: string;
+  tag: string;
+}
+
+export interface AuditEventTable {
+  id: string;
+  tenant_id: string;
+  workspace_id: string;
+  at: string;
+  action: string;
+  request_id: string | null;
+  key_id: string | null;
+  key_name: string | null;
+  resource_type: string | null;
+  resource_id: string | null;
+  outcome: string;
+  /** JSON object */
+  details: string;
+}
+
+export interface WebhookTable {
+  id: string;
+  workspace_id: string;
+  name: string;
+  active: number;
+  /** 'signature' (default) or 'bearer' (fallback chosen at creation) */
+  auth: string;
+  created_at: string;
+  updated_at: string;
+  deleted_at: string | null;
+}
+
+/**
+ * Secrets of a webhook endpoint. Signing needs the secret itself (HMAC), so it is kept sealed
+ * (AES-256-GCM under the deployment's secret key, lib/secret-box.ts); a bearer endpoint keeps
+ * only a SHA-256 hash. During a rotation overlap an endpoint has two rows.
+ */
+export interface WebhookSecretTable {
+  id: string;
+  webhook_id: string;
+  sealed_secret: string | null;
+  secret_hash: string;
+  created_at: string;
+  expires_at: string | null;
+}
+
+export interface RateLimitBucketTable {
+  key: string;
+  tokens: number;
+  updated_ms: number;
+}
+
+export interface Database {
+  tenants: TenantTable;
+  workspaces: WorkspaceTable;
+  api_keys: ApiKeyTable;
+  diagrams: DiagramTable;
+  blueprint_versions: BlueprintVersionTable;
+  triggers: TriggerTable;
+  queries: QueryTable;
+  runs: RunTable;
+  idempotency_keys: IdempotencyKeyTable;
+  records: RecordTable;
+  record_tags: RecordTagTable;
+  audit_events: AuditEventTable;
+  webhooks: WebhookTable;
+  webhook_secrets: WebhookSecretTable;
+  rate_limit_buckets: RateLimitBucketTable;
+}
+
+export type Db = Kysely<Database>;
+/** A handle that may be the database or a transaction: repositories take either. */
+export type DbOrTx = Kysely<Database> | Transaction<Database>;

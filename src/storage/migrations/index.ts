@@ -1,0 +1,10 @@
+/**
+ * Every migration, in order. Listed by hand (not read from disk) so that the set is the same
+ * under tsx, a bundler or a test runner. A new migration is a new file and a new line here.
+ */
+import type { Migration } from 'kysely';
+import * as m0001 from './0001_core.js';
+
+export const migrations: Record<string, Migration> = {
+  '0001_core': m0001,
+};
