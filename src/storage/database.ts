@@ -120,12 +120,11 @@ export interface RecordTable {
   resource_type: 'Patient' | 'Pathway' | 'Practitioner';
   ext_id: string;
   name: string;
-  /** JSON array of tag slugs (the record_tags rows are the searchable copy) */
-  tags: string;
   created_at: string;
   updated_at: string;
 }
 
+/** A record's tags, one row each: what search filters on and what hits list. */
 export interface RecordTagTable {
   record_id: string;
   workspace_id: string;

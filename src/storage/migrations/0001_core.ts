@@ -137,7 +137,6 @@ export async function up(db: Kysely<unknown>): Promise<void> {
     .addColumn('resource_type', 'text', (c) => c.notNull())
     .addColumn('ext_id', 'text', (c) => c.notNull())
     .addColumn('name', 'text', (c) => c.notNull())
-    .addColumn('tags', 'text', (c) => c.notNull())
     .addColumn('created_at', 'text', (c) => c.notNull())
     .addColumn('updated_at', 'text', (c) => c.notNull())
     .addUniqueConstraint('records_ext', ['workspace_id', 'resource_type', 'ext_id'])

@@ -1,0 +1,63 @@
+/**
+ * The composition root: one place builds the database, clock, logger and services, and hands
+ * the same container to the HTTP app, the engine and the CLI. Nothing else creates them.
+ */
+import type { Config } from './config.js';
+import { systemClock, type Clock } from './lib/clock.js';
+import { createLogger, type Logger } from './lib/logger.js';
+import { openStore, type Store, type StoreOptions } from './storage/connect.js';
+import type { Db } from './storage/database.js';
+import { migrateToLatest } from './storage/migrate.js';
+import { MemoryRateLimiter, PostgresRateLimiter, type RateLimiter } from './http/rate-limit/rate-limiter.js';
+import { KeyUsageRecorder } from './auth/key-usage.js';
+import { WorkSignals } from './lib/work-signals.js';
+
+export interface Container {
+  config: Config;
+  store: Store;
+  db: Db;
+  clock: Clock;
+  logger: Logger;
+  rateLimiter: RateLimiter;
+  keyUsage: KeyUsageRecorder;
+  /** In-process wake-ups: the API tells a local worker that work is waiting. */
+  signals: WorkSignals;
+  close(): Promise<void>;
+}
+
+export interface ContainerOptions {
+  clock?: Clock;
+  logger?: Logger;
+  storeOptions?: StoreOptions;
+  /** Run migrations on open (serve, api, worker and tests do; admin commands too). */
+  migrate?: boolean;
+}
+
+export async function createContainer(config: Config, options: ContainerOptions = {}): Promise<Container> {
+  const logger = options.logger ?? createLogger(config.logLevel);
+  const clock = options.clock ?? systemClock;
+  const store = openStore(config.databaseUrl, options.storeOptions);
+  if (options.migrate !== false) await migrateToLatest(store.db);
+  const rateLimiter: RateLimiter =
+    store.dialect === 'postgres'
+      ? new PostgresRateLimiter(store.db, config.rateLimit)
+      : new MemoryRateLimiter(config.rateLimit, () => clock.now().getTime());
+  const keyUsage = new KeyUsageRecorder(store.db, clock, (error) =>
+    logger.warn({ err: { message: (error as Error).message } }, 'could not record key usage'),
+  );
+  const signals = new WorkSignals();
+  return {
+    config,
+    store,
+    db: store.db,
+    clock,
+    logger,
+    rateLimiter,
+    keyUsage,
+    signals,
+    async close() {
+      await keyUsage.flush();
+      await store.close();
+    },
+  };
+}

@@ -1,0 +1,60 @@
+/**
+ * Builds the Fastify app; never listens (server.ts does). Public routes (health, metrics,
+ * OpenAPI, webhook deliveries) sit at the top level; every other /v1 route is registered inside
+ * one context whose hook demands an API key, so a new route cannot be public by accident.
+ */
+import Fastify, { LogController, type FastifyBaseLogger } from 'fastify';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { Registry } from 'prom-client';
+import type { Container } from '../container.js';
+import type { Api } from './types.js';
+import { requestIdFrom } from './plugins/request-id.js';
+import { registerErrorHandling } from './plugins/errors.js';
+import { acceptJsonOnly } from './plugins/json-body.js';
+import { useStrictValidation } from './plugins/validation.js';
+import { registerOpenApi } from './plugins/openapi.js';
+import { registerMetrics } from './plugins/metrics.js';
+import { requireApiKey } from './plugins/authenticate.js';
+import { registerHealthRoutes } from './routes/health.js';
+import { registerMeRoutes } from './routes/me.js';
+import { apiRouteModules, publicRouteModules } from './routes/index.js';
+
+export const API_BODY_LIMIT = 1024 * 1024;
+
+export interface AppOptions {
+  /** Request logging (off in tests). */
+  logRequests?: boolean;
+}
+
+export async function buildApp(container: Container, options: AppOptions = {}): Promise<Api> {
+  const app = Fastify({
+    loggerInstance: container.logger as FastifyBaseLogger,
+    logController: new LogController({ disableRequestLogging: !options.logRequests, requestIdLogLabel: 'requestId' }),
+    bodyLimit: API_BODY_LIMIT,
+    genReqId: requestIdFrom,
+    return503OnClosing: true,
+    forceCloseConnections: 'idle',
+  }).withTypeProvider<TypeBoxTypeProvider>();
+
+  app.addHook('onRequest', async (request, reply) => {
+    reply.header('X-Request-Id', request.id);
+  });
+  registerErrorHandling(app);
+  acceptJsonOnly(app);
+  useStrictValidation(app);
+  await registerOpenApi(app, container.config.publicUrl);
+
+  const registry = new Registry();
+  app.decorate('metricsRegistry', registry);
+  registerMetrics(app, registry);
+  registerHealthRoutes(app, container);
+  for (const register of publicRouteModules) await register(app, container);
+
+  await app.register(async (api) => {
+    requireApiKey(api, container);
+    registerMeRoutes(api as Api);
+    for (const register of apiRouteModules) await register(api as Api, container);
+  });
+
+  return app;
+}

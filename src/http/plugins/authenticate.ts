@@ -1,0 +1,70 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { Container } from '../../container.js';
+import { ApiError } from '../../lib/errors.js';
+import { allows, type Scope } from '../../auth/scopes.js';
+import { findActiveKey } from '../../auth/key.repository.js';
+import { looksLikeApiKey } from '../../auth/api-keys.js';
+import type { RequestContext } from '../../auth/context.js';
+import type { RateDecision } from '../rate-limit/rate-limiter.js';
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** The scope a route needs; `null` = any valid key. Every authenticated route must say. */
+    scope?: Scope | null;
+  }
+  interface FastifyRequest {
+    ctx: RequestContext;
+  }
+}
+
+export function setRateLimitHeaders(reply: FastifyReply, decision: RateDecision): void {
+  reply.header('RateLimit-Limit', decision.limit);
+  reply.header('RateLimit-Remaining', decision.remaining);
+  reply.header('RateLimit-Reset', decision.resetSeconds);
+}
+
+export function rateLimitedError(decision: RateDecision): ApiError {
+  return new ApiError('rate_limited', 'rate limit exceeded; back off and retry with jitter', {
+    'Retry-After': String(decision.retryAfterSeconds),
+  });
+}
+
+function presentedKey(request: FastifyRequest): string | null {
+  const header = request.headers.authorization;
+  if (!header) return null;
+  const match = /^Bearer\s+(\S+)\s*$/i.exec(header);
+  return match ? match[1] : null;
+}
+
+/**
+ * Every route registered in this context needs a key. The order is fixed: who (401), how often
+ * (429), may they (403). The key is looked up on every request, never cached, so a revoked key
+ * fails on the very next call of any process.
+ */
+export function requireApiKey(app: FastifyInstance, container: Container): void {
+  app.addHook('onRoute', (route) => {
+    if (route.config?.scope === undefined) {
+      throw new Error(`route ${route.method} ${route.url} must declare config.scope (null for any key)`);
+    }
+  });
+
+  app.addHook('onRequest', async (request, reply) => {
+    const secret = presentedKey(request);
+    const key = secret && looksLikeApiKey(secret) ? await findActiveKey(container.db, secret) : null;
+    if (!key) throw new ApiError('invalid_api_key', 'missing, invalid or revoked API key');
+
+    const decision = await container.rateLimiter.take(`key:${key.keyId}`);
+    setRateLimitHeaders(reply, decision);
+    if (!decision.allowed) throw rateLimitedError(decision);
+
+    const needed = request.routeOptions.config.scope ?? null;
+    if (!allows(key.scopes, needed)) {
+      throw new ApiError('insufficient_scope', `this key lacks the scope ${needed}`);
+    }
+    request.ctx = { ...key, requestId: request.id };
+  });
+
+  app.addHook('onResponse', async (request, reply) => {
+    if (request.ctx && reply.statusCode < 400) container.keyUsage.record(request.ctx.keyId);
+  });
+}

@@ -1,0 +1,77 @@
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { ApiError, ERROR_STATUS, type ErrorCode } from '../../lib/errors.js';
+
+interface ValidationIssue {
+  instancePath: string;
+  keyword: string;
+  message?: string;
+  params: Record<string, unknown>;
+}
+
+/** Turns the first schema failure into a sentence that names the field: `body.limit must be <= 100`. */
+export function describeValidation(part: string, issues: ValidationIssue[]): string {
+  const issue = issues[0];
+  if (!issue) return `${part} is invalid`;
+  const path = part + issue.instancePath.replace(/\//g, '.');
+  switch (issue.keyword) {
+    case 'additionalProperties':
+      return `${path}: unknown field "${String(issue.params.additionalProperty)}"`;
+    case 'required':
+      return `${path}.${String(issue.params.missingProperty)} is required`;
+    case 'enum':
+      return `${path} must be one of ${(issue.params.allowedValues as unknown[]).map((v) => JSON.stringify(v)).join(', ')}`;
+    default:
+      return `${path} ${issue.message ?? 'is invalid'}`;
+  }
+}
+
+function mapFrameworkError(error: FastifyError): ApiError | null {
+  if (error.validation) {
+    const part = error.validationContext ?? 'request';
+    // Ids in paths that are not UUIDs name nothing in this workspace: 404, like unknown ids.
+    if (part === 'params') return new ApiError('not_found', 'resource not found');
+    return new ApiError('invalid_request', describeValidation(part, error.validation as ValidationIssue[]));
+  }
+  switch (error.code) {
+    case 'FST_ERR_CTP_BODY_TOO_LARGE':
+      return new ApiError('payload_too_large', 'request body is too large');
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+      return new ApiError('unsupported_media_type', 'request body must be application/json');
+    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
+      return new ApiError('invalid_request', 'request body is empty; send a JSON object');
+    case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
+      return new ApiError('invalid_request', 'Content-Length does not match the body');
+  }
+  if (/prototype property|constructor property/i.test(error.message)) {
+    return new ApiError('invalid_request', 'request body contains a forbidden property (__proto__ or constructor)');
+  }
+  if (error instanceof SyntaxError || error.code === 'FST_ERR_CTP_INVALID_JSON_BODY') {
+    return new ApiError('invalid_request', 'request body is not valid JSON');
+  }
+  if (typeof error.statusCode === 'number' && error.statusCode >= 400 && error.statusCode < 500) {
+    const code = (Object.keys(ERROR_STATUS) as ErrorCode[]).find((c) => ERROR_STATUS[c] === error.statusCode);
+    return new ApiError(code ?? 'invalid_request', error.message);
+  }
+  return null;
+}
+
+export function sendError(reply: FastifyReply, error: ApiError): FastifyReply {
+  for (const [name, value] of Object.entries(error.headers)) reply.header(name, value);
+  return reply.code(error.status).send({ error: error.message, code: error.code, requestId: reply.request.id });
+}
+
+/**
+ * One place maps every failure to `{error, code, requestId}`. Unexpected errors are logged with
+ * their stack but never a body; the client sees only `internal`.
+ */
+export function registerErrorHandling(app: FastifyInstance): void {
+  app.setErrorHandler((error: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
+    const known = error instanceof ApiError ? error : mapFrameworkError(error);
+    if (known) return sendError(reply, known);
+    request.log.error({ err: { type: error.name, message: error.message, stack: error.stack } }, 'unexpected error');
+    return sendError(reply, new ApiError('internal', 'internal server error'));
+  });
+  app.setNotFoundHandler((request, reply) =>
+    sendError(reply, new ApiError('not_found', `no route ${request.method} ${request.url.split('?')[0].slice(0, 200)}`)),
+  );
+}

@@ -1,0 +1,31 @@
+import swagger from '@fastify/swagger';
+import swaggerUi from '@fastify/swagger-ui';
+import type { FastifyInstance } from 'fastify';
+import { ErrorBody } from '../schemas/common.js';
+
+/**
+ * The OpenAPI 3.1 document is generated from the very schemas that validate requests and
+ * serialize responses, so it cannot drift from the service.
+ */
+export async function registerOpenApi(app: FastifyInstance, publicUrl: string): Promise<void> {
+  app.addSchema(ErrorBody);
+  await app.register(swagger, {
+    openapi: {
+      openapi: '3.1.0',
+      info: {
+        title: 'carepath',
+        version: '1.0.0',
+        description:
+          'Care Pathway Automation Service. Every call carries `Authorization: Bearer <API key>`; ' +
+          'the key scopes it to one workspace of one tenant.',
+      },
+      servers: [{ url: publicUrl }],
+      components: {
+        securitySchemes: { apiKey: { type: 'http', scheme: 'bearer', description: 'cpk_… API key' } },
+      },
+      security: [{ apiKey: [] }],
+    },
+  });
+  await app.register(swaggerUi, { routePrefix: '/docs' });
+  app.get('/v1/openapi.json', { schema: { hide: true } }, async () => app.swagger());
+}

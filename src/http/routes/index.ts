@@ -1,0 +1,12 @@
+/**
+ * The route modules, in one list each. A feature adds its register function here.
+ * `apiRouteModules` run inside the API-key context; `publicRouteModules` outside it.
+ */
+import type { Api } from '../types.js';
+import type { Container } from '../../container.js';
+
+export type RouteModule = (api: Api, container: Container) => void | Promise<void>;
+
+export const apiRouteModules: RouteModule[] = [];
+
+export const publicRouteModules: RouteModule[] = [];

@@ -1,0 +1,35 @@
+import { Type, type TSchema } from '@sinclair/typebox';
+
+/** Shapes every route shares; each route's own schemas live beside its route file. */
+export const ErrorBody = Type.Object(
+  {
+    error: Type.String(),
+    code: Type.Union([Type.String(), Type.Null()]),
+    requestId: Type.String(),
+  },
+  { $id: 'Error', description: 'Every error response' },
+);
+
+export const Uuid = Type.String({ format: 'uuid', description: 'UUID' });
+export const Timestamp = Type.String({ format: 'date-time', description: 'ISO 8601 UTC with milliseconds' });
+export const Nullable = <T extends TSchema>(schema: T) => Type.Union([schema, Type.Null()]);
+
+export const IdParams = (name: string) => Type.Object({ [name]: Uuid }, { additionalProperties: false });
+
+export const PageLimit = Type.Integer({ minimum: 1, maximum: 100, default: 25 });
+export const CursorParam = Type.String({ minLength: 1, maxLength: 512 });
+
+export const ListEnvelope = <T extends TSchema>(item: T) =>
+  Type.Object({ data: Type.Array(item), nextCursor: Nullable(Type.String()) });
+
+/** The errors any key-authenticated route may answer, for the OpenAPI document. */
+export const commonErrors = {
+  400: ErrorBody,
+  401: ErrorBody,
+  403: ErrorBody,
+  404: ErrorBody,
+  429: ErrorBody,
+};
+
+/** Tag slugs (DESIGN §8). */
+export const TagSlug = Type.String({ pattern: '^[a-z0-9][a-z0-9._:-]{0,63}$', description: 'tag slug' });

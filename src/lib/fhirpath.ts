@@ -1,0 +1,171 @@
+/**
+ * FHIRPath over the run context (DESIGN §6): `when` on links, `set` variables and `{{ }}`
+ * placeholders are all evaluated here, with HL7's fhirpath.js underneath.
+ *
+ * The root of every evaluation is the run context object itself, passed as the "resource" with
+ * no FHIR model: its keys are plain members, so `payload.riskScore > 5`,
+ * `subject.tags contains 'copd'` and `steps.visit.outcome = 'event'` navigate it directly.
+ * Without a model, type-aware functions (`ofType(Observation)`, `is Patient`) are unavailable.
+ *
+ * Two properties of fhirpath.js shape this file:
+ * - Results are references into the context. They are copied before being handed out, so a
+ *   caller that stores or edits a result (a `set` variable, a rendered `with`) never edits the
+ *   run context by accident.
+ * - When a result is a nested FHIR resource (an object with `resourceType`, such as an event
+ *   run's `payload.resource`), fhirpath.js attaches a hidden, non-enumerable `__path__` property
+ *   to it. The context must therefore not be frozen; JSON serialisation is unaffected.
+ *
+ * `now()`, `today()` and `timeOfDay()` read the process clock (`new Date()`), so tests move
+ * them with fake timers rather than with the application Clock.
+ */
+import fhirpath from 'fhirpath';
+
+/** The root an expression sees. `steps.<automationId>` = `{outcome, output}`. */
+export interface ExpressionContext {
+  payload: unknown;
+  subject: unknown;
+  steps: Record<string, unknown>;
+  vars: Record<string, unknown>;
+}
+
+type Evaluator = (root: unknown) => unknown[];
+
+export interface CompiledExpression {
+  readonly text: string;
+  readonly evaluator: Evaluator;
+}
+
+/** The expression is not valid FHIRPath syntax. `detail` is the parser's account of why. */
+export class ExpressionSyntaxError extends Error {
+  constructor(
+    readonly expression: string,
+    readonly detail: string,
+  ) {
+    super(`FHIRPath expression "${expression}" does not compile: ${detail}`);
+    this.name = 'ExpressionSyntaxError';
+  }
+}
+
+/** The expression compiled but failed while running, or its result had the wrong shape. */
+export class ExpressionEvaluationError extends Error {
+  constructor(
+    readonly expression: string,
+    readonly detail: string,
+  ) {
+    super(`FHIRPath expression "${expression}" failed: ${detail}`);
+    this.name = 'ExpressionEvaluationError';
+  }
+}
+
+export function compileExpression(text: string): CompiledExpression {
+  if (text.trim() === '') throw new ExpressionSyntaxError(text, 'the expression is empty');
+  try {
+    const run = fhirpath.compile(text, undefined, { async: false });
+    return { text, evaluator: (root) => run(root) };
+  } catch (error) {
+    throw new ExpressionSyntaxError(text, describeParserError(error));
+  }
+}
+
+export function evaluate(compiled: CompiledExpression, context: ExpressionContext): unknown[] {
+  let result: unknown[];
+  try {
+    result = compiled.evaluator(context);
+  } catch (error) {
+    throw new ExpressionEvaluationError(compiled.text, errorText(error));
+  }
+  return result.map(copyJsonValue);
+}
+
+/**
+ * FHIRPath singleton evaluation of a collection as a Boolean (spec §4.5 / "Singleton Evaluation
+ * of Collections"): empty is false, one Boolean is itself, one item of any other type is true,
+ * and more than one item is an error rather than a guess.
+ */
+export function evaluateBoolean(compiled: CompiledExpression, context: ExpressionContext): boolean {
+  const result = evaluate(compiled, context);
+  if (result.length === 0) return false;
+  if (result.length > 1) {
+    throw new ExpressionEvaluationError(
+      compiled.text,
+      `gave ${result.length} items where a single Boolean was expected`,
+    );
+  }
+  const [only] = result;
+  return typeof only === 'boolean' ? only : true;
+}
+
+/**
+ * A bounded least-recently-used cache of compiled expressions. Each owner (the engine, a
+ * validator) makes its own, so nothing is shared between tenants or tests through the module.
+ */
+export class ExpressionCache {
+  private readonly entries = new Map<string, CompiledExpression>();
+
+  constructor(readonly maxEntries = 1000) {
+    if (!Number.isInteger(maxEntries) || maxEntries < 1) {
+      throw new RangeError(`maxEntries must be a positive integer, got ${maxEntries}`);
+    }
+  }
+
+  get size(): number {
+    return this.entries.size;
+  }
+
+  compile(text: string): CompiledExpression {
+    const hit = this.entries.get(text);
+    if (hit) {
+      // A Map iterates in insertion order: re-inserting marks the entry as most recently used.
+      this.entries.delete(text);
+      this.entries.set(text, hit);
+      return hit;
+    }
+    const compiled = compileExpression(text);
+    this.entries.set(text, compiled);
+    if (this.entries.size > this.maxEntries) {
+      const oldest = this.entries.keys().next().value as string;
+      this.entries.delete(oldest);
+    }
+    return compiled;
+  }
+}
+
+/**
+ * The parser reports `line: 1; column: 8; message: mismatched input '<EOF>' expecting {…}`, one
+ * line per problem, with 0-based columns and the full set of expected tokens (often thirty).
+ * Keep the message, count columns from 1 and drop long token sets, which bury the point.
+ */
+function describeParserError(error: unknown): string {
+  const lines = errorText(error)
+    .split('\n')
+    .map((line) => line.trim())
+    .filter((line) => line !== '');
+  const described = lines.map((line) => {
+    const match = /^line: (\d+); column: (\d+); message: (.*)$/.exec(line);
+    if (!match) return line;
+    const [, lineNo, column, message] = match;
+    return `line ${lineNo}, column ${Number(column) + 1}: ${shortenExpecting(message)}`;
+  });
+  return described.join('; ') || 'the parser rejected it';
+}
+
+function shortenExpecting(message: string): string {
+  const match = / expecting \{(.*)\}$/.exec(message);
+  if (!match) return message;
+  const alternatives = match[1].split(', ').length;
+  return alternatives > 6 ? message.slice(0, match.index) : message;
+}
+
+function errorText(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+/** Results are JSON-shaped once fhirpath.js resolves its internal types; copy objects and arrays. */
+function copyJsonValue(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(copyJsonValue);
+  if (value !== null && typeof value === 'object') {
+    // fromEntries defines own properties, so a "__proto__" key stays a key, not a prototype.
+    return Object.fromEntries(Object.entries(value).map(([key, item]) => [key, copyJsonValue(item)]));
+  }
+  return value;
+}

@@ -1,0 +1,71 @@
+/**
+ * `{{ <FHIRPath> }}` placeholders inside the string values of an automation's `with` (DESIGN §6).
+ * Only string values are looked at, never object keys. This file knows nothing of FHIRPath
+ * itself: the caller passes the evaluator, so the same code serves validation and the engine.
+ */
+
+/** Evaluates one placeholder's expression text to a FHIRPath collection. */
+export type EvaluateText = (expression: string) => unknown[];
+
+// Non-greedy, so "{{a}} and {{b}}" is two placeholders; [\s\S] lets an expression span lines.
+const PLACEHOLDER = /\{\{([\s\S]*?)\}\}/g;
+
+/** The expression text (trimmed) of every placeholder, depth first, in document order. */
+export function findPlaceholders(value: unknown): string[] {
+  if (typeof value === 'string') {
+    return [...value.matchAll(PLACEHOLDER)].map((match) => match[1].trim());
+  }
+  if (Array.isArray(value)) return value.flatMap(findPlaceholders);
+  if (isObject(value)) return Object.values(value).flatMap(findPlaceholders);
+  return [];
+}
+
+/**
+ * A deep copy of `value` with every placeholder filled in.
+ * - A string that is exactly one placeholder becomes the value itself, so a number stays a
+ *   number and an object an object: one item is unwrapped, none gives null, several an array.
+ * - A placeholder inside longer text is replaced by the value's text: strings as they are,
+ *   numbers and Booleans as written, objects as JSON, none as '', several joined with ','
+ *   (an expression can call `join()` to choose another separator).
+ */
+export function renderPlaceholders(value: unknown, evaluateText: EvaluateText): unknown {
+  if (typeof value === 'string') return renderString(value, evaluateText);
+  if (Array.isArray(value)) return value.map((item) => renderPlaceholders(item, evaluateText));
+  if (isObject(value)) {
+    // fromEntries defines own properties, so a "__proto__" key is copied as a key.
+    return Object.fromEntries(
+      Object.entries(value).map(([key, item]) => [key, renderPlaceholders(item, evaluateText)]),
+    );
+  }
+  return value;
+}
+
+function renderString(text: string, evaluateText: EvaluateText): unknown {
+  const matches = [...text.matchAll(PLACEHOLDER)];
+  if (matches.length === 0) return text;
+  if (matches.length === 1 && matches[0][0] === text) {
+    return asValue(evaluateText(matches[0][1].trim()));
+  }
+  return text.replace(PLACEHOLDER, (_whole, expression: string) =>
+    asText(evaluateText(expression.trim())),
+  );
+}
+
+function asValue(items: unknown[]): unknown {
+  if (items.length === 0) return null;
+  return items.length === 1 ? items[0] : items;
+}
+
+function asText(items: unknown[]): string {
+  return items.map(itemText).join(',');
+}
+
+function itemText(item: unknown): string {
+  if (item === null || item === undefined) return '';
+  if (typeof item === 'object') return JSON.stringify(item);
+  return String(item);
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return value !== null && typeof value === 'object' && !Array.isArray(value);
+}

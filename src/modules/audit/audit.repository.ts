@@ -1,0 +1,98 @@
+import type { DbOrTx } from '../../storage/database.js';
+import type { RequestContext } from '../../auth/context.js';
+import { uuidv7 } from '../../lib/ids.js';
+import { decodeCursor, encodeCursor, type Page } from '../../lib/cursor.js';
+import { parseJson } from '../../lib/json.js';
+
+/** The actions the interface spec names, plus the ones this service adds (DESIGN §10). */
+export type AuditAction =
+  | 'run.create'
+  | 'run.start'
+  | 'run.cancel'
+  | 'run.pause'
+  | 'run.resume'
+  | 'search.execute'
+  | (string & {});
+
+export interface AuditInput {
+  action: AuditAction;
+  resourceType: string | null;
+  resourceId: string | null;
+  outcome?: 'success' | 'failure';
+  details?: Record<string, unknown>;
+}
+
+export interface AuditEvent {
+  id: string;
+  at: string;
+  action: string;
+  requestId: string | null;
+  keyId: string | null;
+  keyName: string | null;
+  workspaceId: string;
+  resourceType: string | null;
+  resourceId: string | null;
+  outcome: string;
+  details: Record<string, unknown>;
+}
+
+export function auditRow(ctx: RequestContext, at: string, input: AuditInput) {
+  return {
+    id: uuidv7(Date.parse(at)),
+    tenant_id: ctx.tenantId,
+    workspace_id: ctx.workspaceId,
+    at,
+    action: input.action,
+    request_id: ctx.requestId,
+    key_id: ctx.keyId || null,
+    key_name: ctx.keyName,
+    resource_type: input.resourceType,
+    resource_id: input.resourceId,
+    outcome: input.outcome ?? 'success',
+    details: JSON.stringify(input.details ?? {}),
+  };
+}
+
+/** Appends audit events; call it in the same transaction as the change it records. */
+export async function recordAudit(db: DbOrTx, ctx: RequestContext, at: string, inputs: AuditInput[]): Promise<void> {
+  if (inputs.length === 0) return;
+  await db
+    .insertInto('audit_events')
+    .values(inputs.map((input) => auditRow(ctx, at, input)))
+    .execute();
+}
+
+export interface AuditListQuery {
+  action?: string;
+  since?: string;
+  limit: number;
+  cursor?: string;
+}
+
+export async function listAuditEvents(db: DbOrTx, workspaceId: string, query: AuditListQuery): Promise<Page<AuditEvent>> {
+  let select = db.selectFrom('audit_events').selectAll().where('workspace_id', '=', workspaceId);
+  if (query.action) select = select.where('action', '=', query.action);
+  if (query.since) select = select.where('at', '>=', query.since);
+  if (query.cursor) {
+    const [lastId] = decodeCursor(query.cursor, 1);
+    select = select.where('id', '<', String(lastId));
+  }
+  const rows = await select.orderBy('id', 'desc').limit(query.limit + 1).execute();
+  const page = rows.slice(0, query.limit);
+  return {
+    data: page.map((row) => ({
+      id: row.id,
+      at: row.at,
+      action: row.action,
+      requestId: row.request_id,
+      keyId: row.key_id,
+      keyName: row.key_name,
+      workspaceId: row.workspace_id,
+      resourceType: row.resource_type,
+      resourceId: row.resource_id,
+      outcome: row.outcome,
+      details: parseJson<Record<string, unknown>>(row.details, {}),
+    })),
+    nextCursor: rows.length > query.limit ? encodeCursor([page[page.length - 1].id]) : null,
+  };
+}

@@ -1,0 +1,152 @@
+import type { DbOrTx } from '../../storage/database.js';
+import { uuidv7 } from '../../lib/ids.js';
+import { decodeCursor, encodeCursor, type Page } from '../../lib/cursor.js';
+import { parseJson } from '../../lib/json.js';
+import { nameContains } from '../../lib/like.js';
+
+/** What the API shows of a diagram (the spec's metadata). */
+export interface DiagramSummary {
+  id: string;
+  type: 'blueprint' | 'instance';
+  name: string;
+  sourceId?: string;
+  version: number;
+  tags: string[];
+  createdAt: string;
+  updatedAt: string;
+}
+
+type DiagramRow = {
+  id: string;
+  type: 'blueprint' | 'instance';
+  name: string;
+  source_id: string | null;
+  version: number;
+  tags: string;
+  created_at: string;
+  updated_at: string;
+};
+
+export function toDiagramSummary(row: DiagramRow): DiagramSummary {
+  return {
+    id: row.id,
+    type: row.type,
+    name: row.name,
+    ...(row.type === 'instance' && row.source_id ? { sourceId: row.source_id } : {}),
+    version: row.version,
+    tags: parseJson<string[]>(row.tags, []),
+    createdAt: row.created_at,
+    updatedAt: row.updated_at,
+  };
+}
+
+export interface ImportableBlueprint {
+  name: string;
+  tags: string[];
+}
+
+/**
+ * Imports a validated blueprint. A blueprint of the same name in the workspace gets a new
+ * version (runs in flight keep the version they were copied from); otherwise a new one is made.
+ */
+export async function importBlueprint(
+  db: DbOrTx,
+  workspaceId: string,
+  blueprint: ImportableBlueprint,
+  at: string,
+): Promise<{ id: string; name: string; version: number }> {
+  const existing = await db
+    .selectFrom('diagrams')
+    .select(['id', 'version'])
+    .where('workspace_id', '=', workspaceId)
+    .where('type', '=', 'blueprint')
+    .where('name', '=', blueprint.name)
+    .executeTakeFirst();
+  const graph = JSON.stringify(blueprint);
+  if (existing) {
+    const version = existing.version + 1;
+    await db.insertInto('blueprint_versions').values({ blueprint_id: existing.id, version, graph, created_at: at }).execute();
+    await db
+      .updateTable('diagrams')
+      .set({ version, tags: JSON.stringify(blueprint.tags), updated_at: at })
+      .where('id', '=', existing.id)
+      .execute();
+    return { id: existing.id, name: blueprint.name, version };
+  }
+  const id = uuidv7();
+  await db
+    .insertInto('diagrams')
+    .values({
+      id,
+      workspace_id: workspaceId,
+      type: 'blueprint',
+      name: blueprint.name,
+      source_id: null,
+      version: 1,
+      tags: JSON.stringify(blueprint.tags),
+      created_at: at,
+      updated_at: at,
+    })
+    .execute();
+  await db.insertInto('blueprint_versions').values({ blueprint_id: id, version: 1, graph, created_at: at }).execute();
+  return { id, name: blueprint.name, version: 1 };
+}
+
+export async function findDiagram(db: DbOrTx, workspaceId: string, id: string): Promise<DiagramSummary | null> {
+  const row = await db
+    .selectFrom('diagrams')
+    .select(['id', 'type', 'name', 'source_id', 'version', 'tags', 'created_at', 'updated_at'])
+    .where('workspace_id', '=', workspaceId)
+    .where('id', '=', id)
+    .executeTakeFirst();
+  return row ? toDiagramSummary(row) : null;
+}
+
+export async function findBlueprint(db: DbOrTx, workspaceId: string, id: string) {
+  return db
+    .selectFrom('diagrams')
+    .select(['id', 'name', 'version', 'tags'])
+    .where('workspace_id', '=', workspaceId)
+    .where('id', '=', id)
+    .where('type', '=', 'blueprint')
+    .executeTakeFirst();
+}
+
+/** The frozen graph of one blueprint version (an instance reads the version it was copied from). */
+export async function loadBlueprintGraph(db: DbOrTx, blueprintId: string, version: number): Promise<unknown | null> {
+  const row = await db
+    .selectFrom('blueprint_versions')
+    .select('graph')
+    .where('blueprint_id', '=', blueprintId)
+    .where('version', '=', version)
+    .executeTakeFirst();
+  return row ? JSON.parse(row.graph) : null;
+}
+
+export interface DiagramListQuery {
+  type: 'blueprint' | 'instance';
+  sourceId?: string;
+  q?: string;
+  limit: number;
+  cursor?: string;
+}
+
+export async function listDiagrams(db: DbOrTx, workspaceId: string, query: DiagramListQuery): Promise<Page<DiagramSummary>> {
+  let select = db
+    .selectFrom('diagrams')
+    .select(['id', 'type', 'name', 'source_id', 'version', 'tags', 'created_at', 'updated_at'])
+    .where('workspace_id', '=', workspaceId)
+    .where('type', '=', query.type);
+  if (query.sourceId) select = select.where('source_id', '=', query.sourceId);
+  if (query.q) select = select.where(nameContains('name', query.q));
+  if (query.cursor) {
+    const [lastId] = decodeCursor(query.cursor, 1);
+    select = select.where('id', '<', String(lastId));
+  }
+  const rows = await select.orderBy('id', 'desc').limit(query.limit + 1).execute();
+  const page = rows.slice(0, query.limit);
+  return {
+    data: page.map(toDiagramSummary),
+    nextCursor: rows.length > query.limit ? encodeCursor([page[page.length - 1].id]) : null,
+  };
+}

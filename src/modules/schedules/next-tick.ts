@@ -1,0 +1,155 @@
+/**
+ * When a schedule ticks. Pure functions: every time comes in as an argument.
+ *
+ * The *anchor* is where a series starts: `startAt` when the schedule has one, else the time the
+ * trigger was created (callers pass it). For a duration interval, tick n is anchor + n × interval
+ * for n = 0, 1, 2, …; the anchor itself is tick 0, so a future `startAt` is the first tick, and a
+ * trigger created at T without one first ticks at T + interval (asked for the tick after T).
+ *
+ * - Durations of hours, minutes and seconds only are elapsed time: PT15M is every 15 real minutes
+ *   whatever the clocks do.
+ * - Durations with a year, month, week or day part are calendar steps in the schedule's zone
+ *   (Luxon `plus` on the anchor's wall time): a P1D series at 08:00 stays at 08:00 local across
+ *   DST. Tick n is computed from the anchor, never from tick n-1, so months do not drift
+ *   (Jan 31 → Feb 28 → Mar 31). Time parts of a mixed duration (P1DT12H) are added as elapsed
+ *   time after the calendar part, as Luxon does.
+ *   Wall times that do not exist (02:30 on a spring-forward day) move forward by the gap (03:30).
+ *   Wall times that happen twice (02:30 on a fall-back day) keep the anchor's UTC offset when it
+ *   is one of the two: an anchor in summer time picks the first 02:30, one in winter the second.
+ * - Cron intervals are the expression's fire times in the zone (croner); the anchor plays no part
+ *   except that nothing fires before `startAt`. croner fires a non-existent wall time once the
+ *   clocks have moved past it (02:30 → 03:30) and a doubled one once, at the second occurrence.
+ */
+import { Cron } from 'croner';
+import { DateTime } from 'luxon';
+import { averageStepMs, parseInterval, type DurationParts, type Schedule } from './schedule.js';
+
+const MINUTE_MS = 60_000;
+/** How far back to look for a cron fire time before deciding there is none. */
+const CRON_LOOKBACK_MS = 400 * 365 * 86_400_000;
+
+/** The first tick strictly after `after`. */
+export function nextTickAfter(schedule: Schedule, anchor: Date, after: Date): Date {
+  const interval = parseInterval(schedule.interval);
+  const start = anchor.getTime();
+  const limit = after.getTime();
+
+  if (interval.kind === 'cron') {
+    return nextCronTick(schedule, interval.expression, limit);
+  }
+  if (limit < start) return new Date(start);
+  if (interval.kind === 'elapsed') {
+    return new Date(start + (Math.floor((limit - start) / interval.ms) + 1) * interval.ms);
+  }
+  const tickAt = calendarSeries(interval.parts, schedule.timezone, anchor);
+  const guess = Math.floor((limit - start) / averageStepMs(interval.parts));
+  return new Date(tickAt(lastIndexAtOrBefore(tickAt, limit, guess) + 1));
+}
+
+/**
+ * The most recent tick at or before `now`, or null when the series has not started. After a
+ * downtime only this tick runs, not every one that was missed.
+ */
+export function latestTickAtOrBefore(schedule: Schedule, anchor: Date, now: Date): Date | null {
+  const interval = parseInterval(schedule.interval);
+  const start = anchor.getTime();
+  const limit = now.getTime();
+
+  if (interval.kind === 'cron') {
+    return latestCronTick(schedule, interval.expression, limit);
+  }
+  if (limit < start) return null;
+  if (interval.kind === 'elapsed') {
+    return new Date(start + Math.floor((limit - start) / interval.ms) * interval.ms);
+  }
+  const tickAt = calendarSeries(interval.parts, schedule.timezone, anchor);
+  const guess = Math.floor((limit - start) / averageStepMs(interval.parts));
+  return new Date(tickAt(lastIndexAtOrBefore(tickAt, limit, guess)));
+}
+
+/** Tick n of a calendar series, in epoch milliseconds. */
+function calendarSeries(parts: DurationParts, timezone: string, anchor: Date): (n: number) => number {
+  const start = DateTime.fromJSDate(anchor, { zone: timezone });
+  return (n) =>
+    start
+      .plus({
+        years: parts.years * n,
+        months: parts.months * n,
+        weeks: parts.weeks * n,
+        days: parts.days * n,
+        hours: parts.hours * n,
+        minutes: parts.minutes * n,
+        seconds: parts.seconds * n,
+      })
+      .toMillis();
+}
+
+/**
+ * The largest n with tickAt(n) ≤ limit, given tickAt(0) ≤ limit and tickAt increasing.
+ * Month lengths and DST make the average-length guess a little off, so bracket it by widening
+ * steps and then bisect: a handful of date computations even for an anchor decades back.
+ */
+function lastIndexAtOrBefore(tickAt: (n: number) => number, limit: number, guess: number): number {
+  let low = Math.max(0, guess);
+  let high = low + 1;
+  for (let step = 1; low > 0 && tickAt(low) > limit; step *= 2) {
+    high = low;
+    low = Math.max(0, low - step);
+  }
+  for (let step = 1; tickAt(high) <= limit; step *= 2) {
+    low = high;
+    high += step;
+  }
+  while (high - low > 1) {
+    const middle = Math.floor((low + high) / 2);
+    if (tickAt(middle) <= limit) low = middle;
+    else high = middle;
+  }
+  return low;
+}
+
+function nextCronTick(schedule: Schedule, expression: string, after: number): Date {
+  const cron = new Cron(expression, { timezone: schedule.timezone });
+  const startAt = schedule.startAt === undefined ? undefined : Date.parse(schedule.startAt);
+  // croner answers strictly after the time it is given, so starting one millisecond before
+  // startAt lets startAt itself be a tick.
+  const from = startAt !== undefined && after < startAt ? startAt - 1 : after;
+  const next = cron.nextRun(new Date(from));
+  if (next === null) throw new Error(`cron expression "${expression}" has no fire time after ${new Date(from).toISOString()}`);
+  return next;
+}
+
+/**
+ * croner only looks forward, so search backwards: widen a window behind `now` until a fire time
+ * falls in it, bisect it down to under a minute, then walk the one or two fire times left.
+ * Invariant: some fire time lies in (low, now], none in (high, now].
+ */
+function latestCronTick(schedule: Schedule, expression: string, now: number): Date | null {
+  const cron = new Cron(expression, { timezone: schedule.timezone });
+  const earliest = schedule.startAt === undefined ? now - CRON_LOOKBACK_MS : Date.parse(schedule.startAt) - 1;
+  if (now <= earliest) return null;
+  const firesBy = (from: number): boolean => {
+    const next = cron.nextRun(new Date(from));
+    return next !== null && next.getTime() <= now;
+  };
+
+  let high = now;
+  let low: number | undefined;
+  for (let span = MINUTE_MS; low === undefined; span *= 2) {
+    const from = Math.max(now - span, earliest);
+    if (firesBy(from)) low = from;
+    else if (from === earliest) return null;
+    else high = from;
+  }
+  while (high - low > MINUTE_MS) {
+    const middle = Math.floor((low + high) / 2);
+    if (firesBy(middle)) low = middle;
+    else high = middle;
+  }
+  // 5-field cron fires at most once a minute, so this walks at most two fire times.
+  let latest = cron.nextRun(new Date(low)) as Date;
+  for (let next = cron.nextRun(latest); next !== null && next.getTime() <= now; next = cron.nextRun(next)) {
+    latest = next;
+  }
+  return latest;
+}

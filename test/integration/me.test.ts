@@ -1,0 +1,53 @@
+import { expect, it } from 'vitest';
+import { describeEachStore } from '../helpers/test-env.js';
+
+describeEachStore('GET /v1/me', (env) => {
+  it('returns the key context for a valid key', async () => {
+    const ws = await env.workspace();
+    const res = await ws.call('GET', '/v1/me', { headers: { 'x-request-id': 'req-123' } });
+    expect(res.statusCode).toBe(200);
+    expect(res.headers['x-request-id']).toBe('req-123');
+    expect(res.json()).toEqual({
+      tenantId: ws.tenantId,
+      workspaceId: ws.workspaceId,
+      keyId: ws.keyId,
+      keyName: 'test key',
+      scopes: [],
+      environment: 'staging',
+    });
+    expect(res.headers['ratelimit-limit']).toBeDefined();
+  });
+
+  it('answers 401 with the error body for a missing, malformed or unknown key', async () => {
+    const ws = await env.workspace();
+    for (const headers of <Record<string, string>[]>[
+      {},
+      { authorization: 'Basic abc' },
+      { authorization: 'Bearer nope' },
+      { authorization: `Bearer cpk_staging_${'A'.repeat(43)}` },
+    ]) {
+      const res = await ws.call('GET', '/v1/me', { headers, key: null });
+      expect(res.statusCode).toBe(401);
+      const body = res.json();
+      expect(body.code).toBe('invalid_api_key');
+      expect(typeof body.error).toBe('string');
+      expect(body.requestId).toBe(res.headers['x-request-id']);
+    }
+  });
+
+  it('refuses a revoked key on the very next request', async () => {
+    const ws = await env.workspace();
+    const other = await ws.keyWith(['runs:read']);
+    expect((await ws.call('GET', '/v1/me', { key: other.key })).statusCode).toBe(200);
+    await ws.revoke(other.keyId);
+    const res = await ws.call('GET', '/v1/me', { key: other.key });
+    expect(res.statusCode).toBe(401);
+    expect(res.json().code).toBe('invalid_api_key');
+  });
+
+  it('replaces an unacceptable X-Request-Id with a generated one', async () => {
+    const ws = await env.workspace();
+    const res = await ws.call('GET', '/v1/me', { headers: { 'x-request-id': 'x'.repeat(129) } });
+    expect(res.headers['x-request-id']).toMatch(/^[0-9a-f-]{36}$/);
+  });
+});
