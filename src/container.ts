@@ -11,6 +11,7 @@ import { migrateToLatest } from './storage/migrate.js';
 import { MemoryRateLimiter, PostgresRateLimiter, type RateLimiter } from './http/rate-limit/rate-limiter.js';
 import { KeyUsageRecorder } from './auth/key-usage.js';
 import { WorkSignals } from './lib/work-signals.js';
+import { RunCreator } from './engine/run-creator.js';
 
 export interface Container {
   config: Config;
@@ -22,6 +23,8 @@ export interface Container {
   keyUsage: KeyUsageRecorder;
   /** In-process wake-ups: the API tells a local worker that work is waiting. */
   signals: WorkSignals;
+  /** Every new run goes through it (group commit, idempotency claims). */
+  runCreator: RunCreator;
   close(): Promise<void>;
 }
 
@@ -46,6 +49,7 @@ export async function createContainer(config: Config, options: ContainerOptions 
     logger.warn({ err: { message: (error as Error).message } }, 'could not record key usage'),
   );
   const signals = new WorkSignals();
+  const runCreator = new RunCreator(store.db, signals, { concurrency: store.dialect === 'postgres' ? 4 : 1 });
   return {
     config,
     store,
@@ -55,6 +59,7 @@ export async function createContainer(config: Config, options: ContainerOptions 
     rateLimiter,
     keyUsage,
     signals,
+    runCreator,
     async close() {
       await keyUsage.flush();
       await store.close();

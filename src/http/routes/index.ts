@@ -4,9 +4,12 @@
  */
 import type { Api } from '../types.js';
 import type { Container } from '../../container.js';
+import { registerTriggerRoutes } from './triggers.js';
+import { registerRunRoutes } from './runs.js';
+import { registerAuditRoutes } from './audit-events.js';
 
 export type RouteModule = (api: Api, container: Container) => void | Promise<void>;
 
-export const apiRouteModules: RouteModule[] = [];
+export const apiRouteModules: RouteModule[] = [registerTriggerRoutes, registerRunRoutes, registerAuditRoutes];
 
 export const publicRouteModules: RouteModule[] = [];

@@ -25,7 +25,7 @@ import { DateTime } from 'luxon';
 import { averageStepMs, parseInterval, type DurationParts, type Schedule } from './schedule.js';
 
 const MINUTE_MS = 60_000;
-/** How far back to look for a cron fire time before deciding there is none. */
+/** How far back to look for a cron fire time before deciding there is none (no startAt). */
 const CRON_LOOKBACK_MS = 400 * 365 * 86_400_000;
 
 /** The first tick strictly after `after`. */
@@ -120,36 +120,55 @@ function nextCronTick(schedule: Schedule, expression: string, after: number): Da
 }
 
 /**
- * croner only looks forward, so search backwards: widen a window behind `now` until a fire time
- * falls in it, bisect it down to under a minute, then walk the one or two fire times left.
- * Invariant: some fire time lies in (low, now], none in (high, now].
+ * croner only looks forward, so search backwards. Invariant: some fire time lies in (low, now]
+ * and none in (high, now]. Widen a window behind `now` until it holds a fire time, halve it
+ * down to a few spacings of the series, then walk the fire times left. About five croner calls
+ * for a regular series (each costs about half a millisecond), a few dozen for irregular ones.
  */
 function latestCronTick(schedule: Schedule, expression: string, now: number): Date | null {
   const cron = new Cron(expression, { timezone: schedule.timezone });
+  const fireAfter = (from: number): number | null => cron.nextRun(new Date(from))?.getTime() ?? null;
+  const firesBy = (from: number): boolean => (fireAfter(from) ?? Infinity) <= now;
   const earliest = schedule.startAt === undefined ? now - CRON_LOOKBACK_MS : Date.parse(schedule.startAt) - 1;
   if (now <= earliest) return null;
-  const firesBy = (from: number): boolean => {
-    const next = cron.nextRun(new Date(from));
-    return next !== null && next.getTime() <= now;
-  };
+
+  // The gap between the next two fire times is a fair guess at how far back the last one is.
+  const upcoming = fireAfter(now);
+  const following = upcoming === null ? null : fireAfter(upcoming);
+  const spacing = upcoming !== null && following !== null ? following - upcoming : MINUTE_MS;
 
   let high = now;
   let low: number | undefined;
-  for (let span = MINUTE_MS; low === undefined; span *= 2) {
+  for (let span = spacing; low === undefined; span *= 2) {
     const from = Math.max(now - span, earliest);
     if (firesBy(from)) low = from;
     else if (from === earliest) return null;
     else high = from;
   }
-  while (high - low > MINUTE_MS) {
+  for (;;) {
+    if (high - low <= 4 * spacing) {
+      const walked = walkFireTimes(fireAfter, low, now);
+      if (walked.done) return new Date(walked.latest);
+      // A burst denser than the guess (every minute of one hour): keep halving between walks.
+      low = walked.latest - 1;
+    }
     const middle = Math.floor((low + high) / 2);
     if (firesBy(middle)) low = middle;
     else high = middle;
   }
-  // 5-field cron fires at most once a minute, so this walks at most two fire times.
-  let latest = cron.nextRun(new Date(low)) as Date;
-  for (let next = cron.nextRun(latest); next !== null && next.getTime() <= now; next = cron.nextRun(next)) {
+}
+
+/** Walks at most a few fire times after `low` (the first is ≤ now); done when the next is > now. */
+function walkFireTimes(
+  fireAfter: (from: number) => number | null,
+  low: number,
+  now: number,
+): { done: boolean; latest: number } {
+  let latest = fireAfter(low) as number;
+  for (let step = 0; step < 8; step++) {
+    const next = fireAfter(latest);
+    if (next === null || next > now) return { done: true, latest };
     latest = next;
   }
-  return latest;
+  return { done: false, latest };
 }

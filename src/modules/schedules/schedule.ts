@@ -117,9 +117,11 @@ function parseDuration(text: string): ParsedInterval {
 
 function parseCron(text: string): ParsedInterval {
   const fields = text.trim().split(/\s+/);
+  if (fields.length === 1) throw invalidRequest(INTERVAL_HINT);
   if (fields.length !== 5) {
+    const seconds = fields.length === 6 ? '; a seconds field is not supported' : '';
     throw invalidRequest(
-      `${INTERVAL_HINT}: a cron expression has exactly 5 fields (minute hour day-of-month month day-of-week), this one has ${fields.length}`,
+      `${INTERVAL_HINT}: a cron expression has exactly 5 fields (minute hour day-of-month month day-of-week), this one has ${fields.length}${seconds}`,
     );
   }
   // croner replaces "?" with the current time's value, so the same text would mean different

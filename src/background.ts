@@ -1,0 +1,32 @@
+/**
+ * The parts of a process that work without a request: the run engine's workers, the delivery
+ * processor, the scheduler. `carepath serve` and `carepath worker` start every one of them;
+ * `carepath api` starts none. A part adds itself to `backgroundServices`.
+ */
+import type { Container } from './container.js';
+
+export interface RunningService {
+  /** Stops taking new work and waits for work in hand to reach a safe point. */
+  stop(): Promise<void>;
+}
+
+export interface BackgroundService {
+  name: string;
+  start(container: Container): Promise<RunningService>;
+}
+
+export const backgroundServices: BackgroundService[] = [];
+
+export async function startBackgroundServices(container: Container): Promise<RunningService> {
+  const running: { name: string; service: RunningService }[] = [];
+  for (const service of backgroundServices) {
+    running.push({ name: service.name, service: await service.start(container) });
+    container.logger.info({ service: service.name }, 'background service started');
+  }
+  return {
+    async stop() {
+      // Stop in reverse order of start, each one fully, so nothing is left half-done.
+      for (const { service } of running.reverse()) await service.stop();
+    },
+  };
+}

@@ -1,0 +1,86 @@
+import { Type } from '@sinclair/typebox';
+import type { Api } from '../types.js';
+import type { Container } from '../../container.js';
+import { IdParams, ListEnvelope, commonErrors, ErrorBody, Uuid, Timestamp, Nullable, PageLimit, CursorParam } from '../schemas/common.js';
+import { findRun, listRuns } from '../../modules/runs/run.repository.js';
+import { notFound } from '../../lib/errors.js';
+import { RUN_STATUSES } from '../../engine/run-status.js';
+import { applyRunAction, type RunAction } from '../../engine/run-actions.js';
+
+export const RunSchema = Type.Object({
+  runId: Uuid,
+  sourceId: Uuid,
+  triggerId: Uuid,
+  idempotencyKey: Nullable(Type.String()),
+  automationStatus: Type.Union(RUN_STATUSES.map((status) => Type.Literal(status))),
+  createdAt: Timestamp,
+  updatedAt: Timestamp,
+  error: Nullable(Type.Object({ message: Type.String(), nodeId: Type.String() })),
+});
+
+const ListRunsQuery = Type.Object(
+  {
+    triggerId: Type.Optional(Uuid),
+    idempotencyKey: Type.Optional(Type.String({ minLength: 1, maxLength: 255 })),
+    status: Type.Optional(Type.Union(RUN_STATUSES.map((status) => Type.Literal(status)))),
+    limit: Type.Optional(PageLimit),
+    cursor: Type.Optional(CursorParam),
+  },
+  { additionalProperties: false },
+);
+
+const RunParams = IdParams('runId');
+
+const ACTION_SUMMARY: Record<RunAction, string> = {
+  start: 'Start a queued run (it becomes scheduled)',
+  pause: 'Pause a run between steps',
+  resume: 'Resume a paused run where it stopped',
+  cancel: 'Cancel a run',
+};
+
+export function registerRunRoutes(api: Api, container: Container): void {
+  const tags = ['Runs'];
+
+  api.get(
+    '/v1/runs',
+    {
+      config: { scope: 'runs:read' },
+      schema: { tags, summary: 'List runs, newest first', querystring: ListRunsQuery, response: { 200: ListEnvelope(RunSchema), ...commonErrors } },
+    },
+    async (request) => listRuns(container.db, request.ctx.workspaceId, { ...request.query, limit: request.query.limit ?? 25 }),
+  );
+
+  api.get(
+    '/v1/runs/:runId',
+    {
+      config: { scope: 'runs:read' },
+      schema: { tags, summary: 'Get a run', params: RunParams, response: { 200: RunSchema, ...commonErrors } },
+    },
+    async (request) => {
+      const run = await findRun(container.db, request.ctx.workspaceId, request.params.runId);
+      if (!run) throw notFound('run');
+      return run;
+    },
+  );
+
+  for (const action of ['start', 'pause', 'resume', 'cancel'] as const) {
+    api.post(
+      `/v1/runs/:runId/${action}`,
+      {
+        config: { scope: 'runs:write' },
+        schema: { tags, summary: ACTION_SUMMARY[action], params: RunParams, response: { 200: RunSchema, ...commonErrors, 409: ErrorBody } },
+      },
+      async (request) => {
+        const result = await applyRunAction(
+          container.db,
+          request.ctx,
+          request.params.runId,
+          action,
+          container.clock.now().toISOString(),
+        );
+        if (result.changed && (action === 'start' || action === 'resume')) container.signals.notify('runs');
+        return result.run;
+      },
+    );
+  }
+}

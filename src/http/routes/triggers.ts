@@ -1,0 +1,157 @@
+import { Type } from '@sinclair/typebox';
+import type { Api } from '../types.js';
+import type { Container } from '../../container.js';
+import { IdParams, ListEnvelope, commonErrors, ErrorBody, Uuid, Timestamp, Nullable } from '../schemas/common.js';
+import {
+  CreateTriggerBody,
+  FireBody,
+  ListTriggersQuery,
+  TriggerView,
+  UpdateTriggerBody,
+} from '../../modules/triggers/trigger.schemas.js';
+import { findTrigger, listTriggers, toTriggerView } from '../../modules/triggers/trigger.repository.js';
+import { changeTrigger, createTrigger, deleteTrigger } from '../../modules/triggers/trigger.service.js';
+import { fireTrigger } from '../../modules/triggers/fire.service.js';
+import { triggerRunStatus } from '../../modules/runs/run.repository.js';
+import { toCreatedRun } from '../../modules/runs/run.view.js';
+import { notFound } from '../../lib/errors.js';
+import { RUN_STATUSES } from '../../engine/run-status.js';
+
+const TriggerParams = IdParams('triggerId');
+
+const CreatedRun = Type.Object({
+  runId: Uuid,
+  sourceId: Uuid,
+  triggerId: Uuid,
+  idempotencyKey: Nullable(Type.String()),
+  automationStatus: Type.String(),
+  createdAt: Timestamp,
+});
+
+const TriggerStatus = Type.Object({
+  ...Object.fromEntries(RUN_STATUSES.map((status) => [status, Type.Integer()])),
+  recentRuns: Type.Array(
+    Type.Object({ runId: Uuid, name: Type.String(), automationStatus: Type.String(), createdAt: Timestamp }),
+  ),
+});
+
+export function registerTriggerRoutes(api: Api, container: Container): void {
+  const now = () => container.clock.now();
+  const tags = ['Triggers'];
+
+  api.post(
+    '/v1/triggers',
+    {
+      config: { scope: 'triggers:write' },
+      schema: { tags, summary: 'Create a trigger', body: CreateTriggerBody, response: { 201: TriggerView, ...commonErrors } },
+    },
+    async (request, reply) => reply.code(201).send(await createTrigger(container.db, request.ctx, request.body, now())),
+  );
+
+  api.get(
+    '/v1/triggers',
+    {
+      config: { scope: 'triggers:read' },
+      schema: { tags, summary: 'List triggers', querystring: ListTriggersQuery, response: { 200: ListEnvelope(TriggerView), ...commonErrors } },
+    },
+    async (request) => listTriggers(container.db, request.ctx.workspaceId, { ...request.query, limit: request.query.limit ?? 25 }),
+  );
+
+  api.get(
+    '/v1/triggers/:triggerId',
+    {
+      config: { scope: 'triggers:read' },
+      schema: { tags, summary: 'Get a trigger', params: TriggerParams, response: { 200: TriggerView, ...commonErrors } },
+    },
+    async (request) => {
+      const row = await findTrigger(container.db, request.ctx.workspaceId, request.params.triggerId);
+      if (!row) throw notFound('trigger');
+      return toTriggerView(row);
+    },
+  );
+
+  api.patch(
+    '/v1/triggers/:triggerId',
+    {
+      config: { scope: 'triggers:write' },
+      schema: {
+        tags,
+        summary: 'Update a trigger (partial; type cannot change)',
+        params: TriggerParams,
+        body: UpdateTriggerBody,
+        response: { 200: TriggerView, ...commonErrors },
+      },
+    },
+    async (request) => changeTrigger(container.db, request.ctx, request.params.triggerId, request.body, now()),
+  );
+
+  api.delete(
+    '/v1/triggers/:triggerId',
+    {
+      config: { scope: 'triggers:write' },
+      schema: { tags, summary: 'Delete a trigger (its runs are kept)', params: TriggerParams, response: { 204: Type.Null(), ...commonErrors } },
+    },
+    async (request, reply) => {
+      await deleteTrigger(container.db, request.ctx, request.params.triggerId, now());
+      return reply.code(204).send(null);
+    },
+  );
+
+  api.post(
+    '/v1/triggers/:triggerId',
+    {
+      config: { scope: 'runs:write' },
+      schema: {
+        tags,
+        summary: 'Fire a web trigger: copy its blueprint into a new run',
+        description:
+          'Send `Idempotency-Key` (header, or `idempotencyKey` in the body; the header wins). The same key and ' +
+          'body answer the original run with 200 and `Idempotent-Replayed: true`; the same key with another body is 409.',
+        params: TriggerParams,
+        body: FireBody,
+        headers: Type.Object({ 'idempotency-key': Type.Optional(Type.String()) }),
+        response: { 200: CreatedRun, 201: CreatedRun, ...commonErrors, 409: ErrorBody },
+      },
+      // No body at all is a fire without payload.
+      preValidation: async (request) => {
+        if (request.body === undefined || request.body === null) request.body = {};
+      },
+    },
+    async (request, reply) => {
+      const result = await fireTrigger(
+        { db: container.db, runCreator: container.runCreator, now },
+        request.ctx,
+        request.params.triggerId,
+        {
+          payload: request.body.payload,
+          autoStart: request.body.autoStart,
+          bodyKey: request.body.idempotencyKey,
+          headerKey: request.headers['idempotency-key'],
+        },
+      );
+      if (result.replayed) reply.header('Idempotent-Replayed', 'true');
+      return reply.code(result.replayed ? 200 : 201).send(toCreatedRun(result.run));
+    },
+  );
+
+  api.get(
+    '/v1/triggers/:triggerId/status',
+    {
+      config: { scope: 'runs:read' },
+      schema: { tags, summary: 'Aggregate run status of a trigger', params: TriggerParams, response: { 200: TriggerStatus, ...commonErrors } },
+    },
+    async (request) => {
+      const { workspaceId } = request.ctx;
+      // Deleted triggers keep their runs, so their status stays readable.
+      const exists = await container.db
+        .selectFrom('triggers')
+        .select('id')
+        .where('workspace_id', '=', workspaceId)
+        .where('id', '=', request.params.triggerId)
+        .executeTakeFirst();
+      if (!exists) throw notFound('trigger');
+      const status = await triggerRunStatus(container.db, workspaceId, request.params.triggerId);
+      return { ...status.counts, recentRuns: status.recentRuns };
+    },
+  );
+}

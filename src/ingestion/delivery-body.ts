@@ -1,0 +1,159 @@
+import { invalidRequest } from '../lib/errors.js';
+import { checkPlainRecord, type PlainRecord } from './records.js';
+
+/**
+ * A delivery body (DESIGN §7) as a flat list of items. Accepted shapes:
+ *  - a FHIR R4 Bundle of any type; a Bundle inside an entry is flattened (depth 2 at most);
+ *  - a single FHIR R4 resource;
+ *  - the wrapper `{"resourceType": …, "bundle": <Bundle>}`;
+ *  - a plain record `{"resourceType": "Patient"|"Practitioner", "extId", "name", "tags"}`,
+ *    or `{"records": [...]}`.
+ * A body of another shape is rejected whole (`invalid_request`); a bad entry or record inside an
+ * accepted shape becomes a problem, so the rest of the delivery still counts.
+ * Resources are not checked against the FHIR schema here: that is fhir-validate's job.
+ */
+
+export interface FhirResource {
+  resourceType: string;
+  id?: string;
+  [element: string]: unknown;
+}
+
+export type DeliveryItem =
+  | {
+      kind: 'resource';
+      /** Always carries an id; for a deletion only resourceType and id. */
+      resource: FhirResource & { id: string };
+      deleted: boolean;
+      index: number;
+      fullUrl?: string;
+    }
+  | { kind: 'record'; record: PlainRecord; index: number };
+
+export interface DeliveryProblem {
+  index: number;
+  message: string;
+}
+
+export interface DeliveryItems {
+  items: DeliveryItem[];
+  problems: DeliveryProblem[];
+}
+
+/** Bundles may hold Bundles (a batch-response of searchsets), but no deeper than this. */
+export const MAX_BUNDLE_DEPTH = 2;
+
+const RESOURCE_TYPE = /^[A-Z][A-Za-z]{1,63}$/;
+const DELETE_URL = /(?:^|\/)([A-Z][A-Za-z]{1,63})\/([A-Za-z0-9\-.]{1,64})$/;
+const HTTP_METHOD = /^(GET|HEAD|POST|PUT|PATCH)$/;
+const URN_UUID = /^urn:uuid:([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$/i;
+
+type JsonObject = Record<string, unknown>;
+
+const isObject = (value: unknown): value is JsonObject =>
+  value !== null && typeof value === 'object' && !Array.isArray(value);
+
+export function parseDeliveryBody(body: unknown): DeliveryItems {
+  if (!isObject(body)) throw invalidRequest('Delivery body must be a JSON object: a FHIR R4 resource or Bundle, or plain records');
+  const out: DeliveryItems = { items: [], problems: [] };
+
+  if ('records' in body && !('resourceType' in body)) {
+    if (!Array.isArray(body.records)) throw invalidRequest('"records" must be an array of plain records');
+    body.records.forEach((value, index) => addRecord(out, value, index));
+    return out;
+  }
+  if (typeof body.resourceType !== 'string') {
+    throw invalidRequest('Delivery body must carry a string "resourceType", or be {"records": [...]}');
+  }
+  if ('bundle' in body && !('entry' in body)) {
+    if (!isObject(body.bundle) || body.bundle.resourceType !== 'Bundle') {
+      throw invalidRequest('"bundle" must be a FHIR R4 Bundle (resourceType "Bundle")');
+    }
+    addBundle(out, body.bundle, 1);
+    return out;
+  }
+  if ('extId' in body) {
+    addRecord(out, body, 0);
+    return out;
+  }
+  if (!RESOURCE_TYPE.test(body.resourceType)) throw invalidRequest('"resourceType" is not a FHIR resource type name');
+  if (body.resourceType === 'Bundle') addBundle(out, body, 1);
+  else addResource(out, body as FhirResource, undefined);
+  return out;
+}
+
+/** fullUrl → resource over a delivery's items, to resolve `urn:uuid:` references. */
+export function resourcesByFullUrl(items: readonly DeliveryItem[]): Map<string, FhirResource> {
+  const byFullUrl = new Map<string, FhirResource>();
+  for (const item of items) {
+    if (item.kind === 'resource' && !item.deleted && item.fullUrl) byFullUrl.set(item.fullUrl, item.resource);
+  }
+  return byFullUrl;
+}
+
+function addRecord(out: DeliveryItems, value: unknown, index: number): void {
+  const checked = checkPlainRecord(value);
+  if ('record' in checked) out.items.push({ kind: 'record', record: checked.record, index });
+  else out.problems.push({ index, message: checked.problem });
+}
+
+function addBundle(out: DeliveryItems, bundle: JsonObject, depth: number): void {
+  const { entry } = bundle;
+  if (entry === undefined) return;
+  if (!Array.isArray(entry)) throw invalidRequest('Bundle.entry must be an array');
+  for (const value of entry) {
+    const index = out.items.length + out.problems.length;
+    if (!isObject(value)) {
+      out.problems.push({ index, message: 'Bundle entry must be a JSON object' });
+      continue;
+    }
+    const method = isObject(value.request) ? value.request.method : undefined;
+    const fullUrl = typeof value.fullUrl === 'string' ? value.fullUrl : undefined;
+    if (method === 'DELETE') addDeletion(out, value.request as JsonObject, index);
+    else if (isObject(value.resource) && value.resource.resourceType === 'Bundle') {
+      if (depth >= MAX_BUNDLE_DEPTH) {
+        throw invalidRequest(`Bundles nest at most ${MAX_BUNDLE_DEPTH} deep; a Bundle entry holds a Bundle at depth ${depth + 1}`);
+      }
+      addBundle(out, value.resource, depth + 1);
+    } else if (isObject(value.resource)) addResource(out, value.resource, fullUrl);
+    else if (typeof method === 'string' && HTTP_METHOD.test(method)) {
+      out.problems.push({ index, message: `Bundle entry with request ${method} carries no resource` });
+    } else out.problems.push({ index, message: 'Bundle entry carries no resource' });
+  }
+}
+
+function addDeletion(out: DeliveryItems, request: JsonObject, index: number): void {
+  const url = typeof request.url === 'string' ? request.url : '';
+  if (url.includes('?')) {
+    out.problems.push({ index, message: 'conditional DELETE (request.url with a search) is not supported' });
+    return;
+  }
+  const match = DELETE_URL.exec(url);
+  if (!match) {
+    out.problems.push({ index, message: 'DELETE entry request.url must be <ResourceType>/<id>' });
+    return;
+  }
+  out.items.push({ kind: 'resource', resource: { resourceType: match[1], id: match[2] }, deleted: true, index });
+}
+
+function addResource(out: DeliveryItems, resource: JsonObject, fullUrl: string | undefined): void {
+  const index = out.items.length + out.problems.length;
+  const { resourceType, id } = resource;
+  if (typeof resourceType !== 'string' || !RESOURCE_TYPE.test(resourceType)) {
+    out.problems.push({ index, message: 'resource has no valid resourceType' });
+    return;
+  }
+  if (typeof id === 'string' && id !== '') {
+    out.items.push({ kind: 'resource', resource: resource as FhirResource & { id: string }, deleted: false, index, fullUrl });
+    return;
+  }
+  // A transaction may POST a resource without an id under a `urn:uuid:` fullUrl. Taking that
+  // uuid as the id keeps references to it resolvable and a redelivery idempotent; the body
+  // itself is left untouched.
+  const uuid = fullUrl ? URN_UUID.exec(fullUrl)?.[1] : undefined;
+  if (uuid) {
+    out.items.push({ kind: 'resource', resource: { ...resource, resourceType, id: uuid.toLowerCase() }, deleted: false, index, fullUrl });
+    return;
+  }
+  out.problems.push({ index, message: `${resourceType} has no id (and no urn:uuid fullUrl to take one from)` });
+}

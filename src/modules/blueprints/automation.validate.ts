@@ -1,0 +1,222 @@
+/**
+ * The `with` of each automation type (DESIGN §6). Each check reports problems through `report`,
+ * which already carries the place (`node "flag": automation "tag-it"`), and names the field.
+ */
+import { Duration, IANAZone } from 'luxon';
+import { findPlaceholders } from '../../lib/placeholders.js';
+import { HTTP_METHODS, TAG_SLUG, type AutomationType } from './blueprint.js';
+import { expressionProblem } from './expression.check.js';
+
+export type Report = (problem: string) => void;
+type WithObject = Record<string, unknown>;
+
+const EVENT_NAME = /^[A-Z][A-Za-z]*\.[a-z][a-z0-9-]*$/;
+const LOCAL_TIME = /^([01]\d|2[0-3]):[0-5]\d(:[0-5]\d)?$/;
+const VAR_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+const MAX_HTTP_TIMEOUT_MS = 60_000;
+
+const FIELDS: Record<AutomationType, readonly string[]> = {
+  wait: ['duration', 'until', 'timezone'],
+  wait_for_event: ['event', 'timeout'],
+  tag: ['target', 'add', 'remove'],
+  set: ['vars'],
+  http: ['method', 'url', 'headers', 'body', 'timeoutMs'],
+  start_pathway: ['triggerId', 'payload'],
+  fail: ['message'],
+  stop: [],
+  cancel: [],
+};
+
+const CHECKS: Record<AutomationType, (w: WithObject, report: Report) => void> = {
+  wait: checkWait,
+  wait_for_event: checkWaitForEvent,
+  tag: checkTag,
+  set: checkSet,
+  http: checkHttp,
+  start_pathway: checkStartPathway,
+  fail: checkFail,
+  stop: () => {},
+  cancel: () => {},
+};
+
+/** `withValue` is the raw `with` (undefined when absent). */
+export function checkAutomationWith(type: AutomationType, withValue: unknown, report: Report): void {
+  if (withValue === undefined) {
+    if (FIELDS[type].length > 0) report(`with is required for a ${type} automation`);
+    return;
+  }
+  if (!isObject(withValue)) {
+    report('with must be an object');
+    return;
+  }
+  for (const key of Object.keys(withValue)) {
+    if (!FIELDS[type].includes(key)) {
+      report(
+        FIELDS[type].length === 0
+          ? `with must be empty for a ${type} automation, found "${key}"`
+          : `with: unknown field "${key}" for a ${type} automation`,
+      );
+    }
+  }
+  CHECKS[type](withValue, report);
+  checkPlaceholders(withValue, 'with', report);
+}
+
+function checkWait(w: WithObject, report: Report): void {
+  const byDuration = w.duration !== undefined;
+  const byClock = w.until !== undefined || w.timezone !== undefined;
+  if (byDuration && byClock) {
+    report('with must have either duration or until with timezone, not both');
+  } else if (!byDuration && !byClock) {
+    report('with needs duration, or until with timezone');
+  }
+  if (byDuration) checkDuration(w.duration, 'with.duration', report);
+  if (!byClock) return;
+  if (w.until === undefined) report('with.until is required with timezone');
+  else if (typeof w.until !== 'string' || !LOCAL_TIME.test(w.until)) {
+    report('with.until must be a local time HH:MM or HH:MM:SS');
+  }
+  if (w.timezone === undefined) report('with.timezone is required with until');
+  else if (typeof w.timezone !== 'string' || !IANAZone.isValidZone(w.timezone)) {
+    report(`with.timezone must be an IANA time zone such as Europe/Paris, got ${show(w.timezone)}`);
+  }
+}
+
+function checkWaitForEvent(w: WithObject, report: Report): void {
+  if (typeof w.event !== 'string' || !EVENT_NAME.test(w.event)) {
+    report(`with.event must be an event name such as Encounter.finished, got ${show(w.event)}`);
+  }
+  if (w.timeout !== undefined) checkDuration(w.timeout, 'with.timeout', report);
+}
+
+function checkTag(w: WithObject, report: Report): void {
+  if (w.target !== 'subject' && w.target !== 'pathway') {
+    report('with.target must be "subject" or "pathway"');
+  }
+  if (w.add === undefined && w.remove === undefined) {
+    report('with needs add or remove');
+    return;
+  }
+  const add = checkSlugList(w.add, 'with.add', report);
+  const remove = checkSlugList(w.remove, 'with.remove', report);
+  if (w.add !== undefined && w.remove !== undefined && add.length + remove.length === 0) {
+    report('with.add and with.remove are both empty');
+  }
+  for (const tag of add.filter((t) => remove.includes(t))) {
+    report(`with: tag "${tag}" is both added and removed`);
+  }
+}
+
+function checkSet(w: WithObject, report: Report): void {
+  if (!isObject(w.vars)) {
+    report('with.vars must be an object of variable name → FHIRPath expression');
+    return;
+  }
+  const entries = Object.entries(w.vars);
+  if (entries.length === 0) report('with.vars must set at least one variable');
+  for (const [name, expression] of entries) {
+    if (!VAR_NAME.test(name)) {
+      report(`with.vars: "${name}" is not a valid variable name (letters, digits and _, not first a digit)`);
+    }
+    if (typeof expression !== 'string' || expression.trim() === '') {
+      report(`with.vars.${name} must be a FHIRPath expression`);
+      continue;
+    }
+    const problem = expressionProblem(expression);
+    if (problem) report(`with.vars.${name} ${problem}`);
+  }
+}
+
+function checkHttp(w: WithObject, report: Report): void {
+  if (typeof w.method !== 'string' || !(HTTP_METHODS as readonly string[]).includes(w.method)) {
+    report(`with.method must be one of ${HTTP_METHODS.join(', ')}`);
+  }
+  if (typeof w.url !== 'string' || !isHttpUrl(w.url)) {
+    report('with.url must be an http or https URL');
+  }
+  if (w.headers !== undefined) {
+    if (!isObject(w.headers)) report('with.headers must be an object of header name → text');
+    else {
+      for (const [name, value] of Object.entries(w.headers)) {
+        if (!HEADER_NAME.test(name)) report(`with.headers: "${name}" is not a valid header name`);
+        if (typeof value !== 'string') report(`with.headers.${name} must be text`);
+      }
+    }
+  }
+  const timeout = w.timeoutMs;
+  if (
+    timeout !== undefined &&
+    !(Number.isInteger(timeout) && (timeout as number) >= 1 && (timeout as number) <= MAX_HTTP_TIMEOUT_MS)
+  ) {
+    report(`with.timeoutMs must be a whole number from 1 to ${MAX_HTTP_TIMEOUT_MS}`);
+  }
+}
+
+function checkStartPathway(w: WithObject, report: Report): void {
+  if (typeof w.triggerId !== 'string' || !UUID.test(w.triggerId)) {
+    report('with.triggerId must be a trigger id (a UUID)');
+  }
+}
+
+function checkFail(w: WithObject, report: Report): void {
+  if (typeof w.message !== 'string' || w.message.trim() === '') {
+    report('with.message must be a non-empty text');
+  }
+}
+
+function checkDuration(value: unknown, field: string, report: Report): void {
+  const duration = typeof value === 'string' ? Duration.fromISO(value) : undefined;
+  if (!duration?.isValid || duration.toMillis() <= 0) {
+    report(`${field} must be an ISO 8601 duration longer than zero, such as PT1M or P2D, got ${show(value)}`);
+  }
+}
+
+function checkSlugList(value: unknown, field: string, report: Report): string[] {
+  if (value === undefined) return [];
+  if (!Array.isArray(value)) {
+    report(`${field} must be a list of tags`);
+    return [];
+  }
+  value.forEach((tag, index) => {
+    if (typeof tag !== 'string' || !TAG_SLUG.test(tag)) {
+      report(`${field}[${index}] must be a tag slug (lower-case letters, digits, . _ : -), got ${show(tag)}`);
+    }
+  });
+  return value.filter((tag): tag is string => typeof tag === 'string');
+}
+
+/** Placeholders stand for values known only when the step runs; the rest of the URL must hold. */
+function isHttpUrl(text: string): boolean {
+  const filled = text.replace(/\{\{[\s\S]*?\}\}/g, 'x');
+  if (!URL.canParse(filled)) return false;
+  const { protocol, hostname } = new URL(filled);
+  return (protocol === 'http:' || protocol === 'https:') && hostname !== '';
+}
+
+/** Every `{{ }}` in every string under `with` must be an expression that could run. */
+function checkPlaceholders(value: unknown, path: string, report: Report): void {
+  if (typeof value === 'string') {
+    for (const expression of findPlaceholders(value)) {
+      if (expression === '') {
+        report(`${path}: placeholder {{ }} is empty`);
+        continue;
+      }
+      const problem = expressionProblem(expression);
+      if (problem) report(`${path}: placeholder {{ ${expression} }} ${problem}`);
+    }
+  } else if (Array.isArray(value)) {
+    value.forEach((item, index) => checkPlaceholders(item, `${path}[${index}]`, report));
+  } else if (isObject(value)) {
+    for (const [key, item] of Object.entries(value)) checkPlaceholders(item, `${path}.${key}`, report);
+  }
+}
+
+function isObject(value: unknown): value is WithObject {
+  return value !== null && typeof value === 'object' && !Array.isArray(value);
+}
+
+function show(value: unknown): string {
+  return value === undefined ? 'nothing' : JSON.stringify(value);
+}

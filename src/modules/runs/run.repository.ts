@@ -1,0 +1,75 @@
+import type { DbOrTx } from '../../storage/database.js';
+import { decodeCursor, encodeCursor, type Page } from '../../lib/cursor.js';
+import { RUN_VIEW_COLUMNS, toRunView, type RunView } from './run.view.js';
+import { RUN_STATUSES } from '../../engine/run-status.js';
+
+export async function findRun(db: DbOrTx, workspaceId: string, runId: string): Promise<RunView | null> {
+  const row = await db
+    .selectFrom('runs')
+    .select(RUN_VIEW_COLUMNS)
+    .where('workspace_id', '=', workspaceId)
+    .where('id', '=', runId)
+    .executeTakeFirst();
+  return row ? toRunView(row) : null;
+}
+
+export interface RunListQuery {
+  triggerId?: string;
+  idempotencyKey?: string;
+  status?: string;
+  limit: number;
+  cursor?: string;
+}
+
+/** Newest first, keyset-paged on the time-ordered id. */
+export async function listRuns(db: DbOrTx, workspaceId: string, query: RunListQuery): Promise<Page<RunView>> {
+  let select = db.selectFrom('runs').select(RUN_VIEW_COLUMNS).where('workspace_id', '=', workspaceId);
+  if (query.triggerId) select = select.where('trigger_id', '=', query.triggerId);
+  if (query.idempotencyKey) select = select.where('idempotency_key', '=', query.idempotencyKey);
+  if (query.status) select = select.where('automation_status', '=', query.status);
+  if (query.cursor) {
+    const [lastId] = decodeCursor(query.cursor, 1);
+    select = select.where('id', '<', String(lastId));
+  }
+  const rows = await select.orderBy('id', 'desc').limit(query.limit + 1).execute();
+  const page = rows.slice(0, query.limit);
+  return {
+    data: page.map(toRunView),
+    nextCursor: rows.length > query.limit ? encodeCursor([page[page.length - 1].id]) : null,
+  };
+}
+
+export interface TriggerRunStatus {
+  counts: Record<string, number>;
+  recentRuns: { runId: string; name: string; automationStatus: string; createdAt: string }[];
+}
+
+/** All eight counts (zero included) and the ten newest runs of a trigger. */
+export async function triggerRunStatus(db: DbOrTx, workspaceId: string, triggerId: string): Promise<TriggerRunStatus> {
+  const grouped = await db
+    .selectFrom('runs')
+    .select(['automation_status', (eb) => eb.fn.countAll<number>().as('n')])
+    .where('workspace_id', '=', workspaceId)
+    .where('trigger_id', '=', triggerId)
+    .groupBy('automation_status')
+    .execute();
+  const counts: Record<string, number> = Object.fromEntries(RUN_STATUSES.map((status) => [status, 0]));
+  for (const row of grouped) counts[row.automation_status] = Number(row.n);
+  const recent = await db
+    .selectFrom('runs')
+    .select(['id', 'name', 'automation_status', 'created_at'])
+    .where('workspace_id', '=', workspaceId)
+    .where('trigger_id', '=', triggerId)
+    .orderBy('id', 'desc')
+    .limit(10)
+    .execute();
+  return {
+    counts,
+    recentRuns: recent.map((row) => ({
+      runId: row.id,
+      name: row.name,
+      automationStatus: row.automation_status,
+      createdAt: row.created_at,
+    })),
+  };
+}

@@ -1,0 +1,112 @@
+/**
+ * Firing a web trigger (interface spec "Fire a trigger", DESIGN §4): the blueprint is copied
+ * into a new run. With an idempotency key the same request always answers the same run.
+ */
+import type { Db } from '../../storage/database.js';
+import type { RequestContext } from '../../auth/context.js';
+import { ApiError, invalidRequest, notFound } from '../../lib/errors.js';
+import { uuidv7 } from '../../lib/ids.js';
+import { canonicalJson, sha256Hex } from '../../lib/json.js';
+import type { RunCreator } from '../../engine/run-creator.js';
+import { findRun } from '../runs/run.repository.js';
+import type { RunView } from '../runs/run.view.js';
+import { findRecordByExtId } from '../records/record.repository.js';
+import { findTriggerWithBlueprint } from './trigger.repository.js';
+
+const IDEMPOTENCY_KEY = /^[\x20-\x7e]{1,255}$/;
+
+export interface FireInput {
+  payload?: unknown;
+  autoStart?: boolean;
+  bodyKey?: string;
+  headerKey?: string;
+}
+
+export interface FireResult {
+  /** true when an earlier request with the same key made this run */
+  replayed: boolean;
+  run: RunView;
+}
+
+/** The fingerprint of a fire: trigger and the body fields that shape the run, as sent. */
+export function fireFingerprint(triggerId: string, input: FireInput): string {
+  return sha256Hex(canonicalJson({ triggerId, payload: input.payload, autoStart: input.autoStart }));
+}
+
+/** `payload.subject` as a FHIR-style reference names the run's subject (DESIGN §6). */
+function subjectReference(payload: unknown): string | null {
+  if (typeof payload !== 'object' || payload === null) return null;
+  const subject = (payload as { subject?: unknown }).subject;
+  if (typeof subject !== 'object' || subject === null) return null;
+  const reference = (subject as { reference?: unknown }).reference;
+  if (typeof reference !== 'string') return null;
+  const match = /^Patient\/([A-Za-z0-9\-.]{1,64})$/.exec(reference);
+  return match ? match[1] : null;
+}
+
+export async function fireTrigger(
+  deps: { db: Db; runCreator: RunCreator; now: () => Date },
+  ctx: RequestContext,
+  triggerId: string,
+  input: FireInput,
+): Promise<FireResult> {
+  const key = input.headerKey ?? input.bodyKey;
+  if (key !== undefined && !IDEMPOTENCY_KEY.test(key)) {
+    throw invalidRequest('Idempotency-Key must be 1–255 printable ASCII characters');
+  }
+
+  const trigger = await findTriggerWithBlueprint(deps.db, ctx.workspaceId, triggerId);
+  if (!trigger) throw notFound('trigger');
+  if (trigger.type !== 'web') {
+    throw new ApiError('trigger_not_web', `only web triggers can be fired; this one is a ${trigger.type} trigger`);
+  }
+  if (trigger.active !== 1) throw new ApiError('trigger_inactive', 'this trigger is inactive; activate it to fire it');
+  if (trigger.blueprint_name == null || trigger.blueprint_version == null) {
+    throw notFound('blueprint of this trigger');
+  }
+
+  const extId = subjectReference(input.payload);
+  const subject = extId ? await findRecordByExtId(deps.db, ctx.workspaceId, 'Patient', extId) : undefined;
+  const autoStart = input.autoStart ?? trigger.auto_start === 1;
+  const now = deps.now();
+  const fingerprint = fireFingerprint(triggerId, input);
+
+  const prepared = {
+    ctx,
+    runId: uuidv7(now.getTime()),
+    triggerId,
+    blueprint: { id: trigger.source_id, name: trigger.blueprint_name, version: trigger.blueprint_version },
+    status: autoStart ? 'scheduled' : 'queued',
+    payloadJson: input.payload === undefined ? null : JSON.stringify(input.payload),
+    subjectRecordId: subject?.id ?? null,
+    idempotencyKey: key ?? null,
+    claim: key === undefined ? null : { key, fingerprint },
+    origin: { via: 'fire' },
+    at: now.toISOString(),
+  } as const;
+  const outcome = await deps.runCreator.create(prepared);
+  if (outcome.kind === 'created') {
+    return {
+      replayed: false,
+      run: {
+        runId: prepared.runId,
+        sourceId: prepared.blueprint.id,
+        triggerId,
+        idempotencyKey: prepared.idempotencyKey,
+        automationStatus: prepared.status,
+        createdAt: prepared.at,
+        updatedAt: prepared.at,
+        error: null,
+      },
+    };
+  }
+  if (outcome.fingerprint !== fingerprint) {
+    throw new ApiError(
+      'idempotency_mismatch',
+      'this Idempotency-Key was used with a different request; use a new key for a new request',
+    );
+  }
+  const run = await findRun(deps.db, ctx.workspaceId, outcome.runId);
+  if (!run) throw new ApiError('internal', 'the run of this request is missing');
+  return { replayed: true, run };
+}

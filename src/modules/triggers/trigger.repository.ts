@@ -1,0 +1,118 @@
+import type { DbOrTx, TriggerTable } from '../../storage/database.js';
+import { decodeCursor, encodeCursor, type Page } from '../../lib/cursor.js';
+import { parseJson } from '../../lib/json.js';
+import type { TriggerView } from './trigger.schemas.js';
+
+export type TriggerRow = TriggerTable;
+
+/** The stored schedule keeps the anchor its series counts from (startAt, else when it was set). */
+export interface StoredSchedule {
+  interval: string;
+  timezone: string;
+  startAt?: string;
+  anchor: string;
+}
+
+export function toTriggerView(row: TriggerRow): TriggerView {
+  const stored = parseJson<StoredSchedule | null>(row.schedule, null);
+  return {
+    triggerId: row.id,
+    name: row.name,
+    sourceId: row.source_id,
+    type: row.type,
+    queryId: row.query_id,
+    event: row.event,
+    schedule: stored
+      ? { interval: stored.interval, timezone: stored.timezone, ...(stored.startAt ? { startAt: stored.startAt } : {}) }
+      : null,
+    nextRunAt: row.next_run_at,
+    autoStart: row.auto_start === 1,
+    active: row.active === 1,
+    onePerSubject: row.type === 'web' ? null : row.one_per_subject === 1,
+    createdAt: row.created_at,
+    updatedAt: row.updated_at,
+  };
+}
+
+/** A live (not deleted) trigger of the workspace. */
+export async function findTrigger(db: DbOrTx, workspaceId: string, triggerId: string): Promise<TriggerRow | undefined> {
+  return db
+    .selectFrom('triggers')
+    .selectAll()
+    .where('workspace_id', '=', workspaceId)
+    .where('id', '=', triggerId)
+    .where('deleted_at', 'is', null)
+    .executeTakeFirst();
+}
+
+/** A live trigger with the current version of its blueprint, in one read (the fire path). */
+export async function findTriggerWithBlueprint(db: DbOrTx, workspaceId: string, triggerId: string) {
+  return db
+    .selectFrom('triggers')
+    .leftJoin('diagrams', (join) =>
+      join.onRef('diagrams.id', '=', 'triggers.source_id').on('diagrams.type', '=', 'blueprint'),
+    )
+    .select([
+      'triggers.id',
+      'triggers.type',
+      'triggers.active',
+      'triggers.auto_start',
+      'triggers.source_id',
+      'diagrams.name as blueprint_name',
+      'diagrams.version as blueprint_version',
+    ])
+    .where('triggers.workspace_id', '=', workspaceId)
+    .where('triggers.id', '=', triggerId)
+    .where('triggers.deleted_at', 'is', null)
+    .executeTakeFirst();
+}
+
+export async function insertTrigger(db: DbOrTx, row: TriggerRow): Promise<void> {
+  await db.insertInto('triggers').values(row).execute();
+}
+
+export async function updateTrigger(db: DbOrTx, triggerId: string, changes: Partial<TriggerRow>): Promise<void> {
+  await db.updateTable('triggers').set(changes).where('id', '=', triggerId).execute();
+}
+
+export interface TriggerListQuery {
+  type?: 'web' | 'search' | 'event';
+  active?: boolean;
+  sourceId?: string;
+  limit: number;
+  cursor?: string;
+}
+
+export async function listTriggers(db: DbOrTx, workspaceId: string, query: TriggerListQuery): Promise<Page<TriggerView>> {
+  let select = db
+    .selectFrom('triggers')
+    .selectAll()
+    .where('workspace_id', '=', workspaceId)
+    .where('deleted_at', 'is', null);
+  if (query.type) select = select.where('type', '=', query.type);
+  if (query.active !== undefined) select = select.where('active', '=', query.active ? 1 : 0);
+  if (query.sourceId) select = select.where('source_id', '=', query.sourceId);
+  if (query.cursor) {
+    const [lastId] = decodeCursor(query.cursor, 1);
+    select = select.where('id', '<', String(lastId));
+  }
+  const rows = await select.orderBy('id', 'desc').limit(query.limit + 1).execute();
+  const page = rows.slice(0, query.limit);
+  return {
+    data: page.map(toTriggerView),
+    nextCursor: rows.length > query.limit ? encodeCursor([page[page.length - 1].id]) : null,
+  };
+}
+
+/** Whether any live, active trigger still uses a saved query (DESIGN: delete → 409 query_in_use). */
+export async function queryInUse(db: DbOrTx, workspaceId: string, queryId: string): Promise<boolean> {
+  const row = await db
+    .selectFrom('triggers')
+    .select('id')
+    .where('workspace_id', '=', workspaceId)
+    .where('query_id', '=', queryId)
+    .where('active', '=', 1)
+    .where('deleted_at', 'is', null)
+    .executeTakeFirst();
+  return row !== undefined;
+}

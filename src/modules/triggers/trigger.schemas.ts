@@ -1,0 +1,99 @@
+import { Type, type Static } from '@sinclair/typebox';
+import { Nullable, Timestamp, Uuid, PageLimit, CursorParam } from '../../http/schemas/common.js';
+
+export const TriggerType = Type.Union([Type.Literal('web'), Type.Literal('search'), Type.Literal('event')]);
+
+/** Event names are `<ResourceType>.<word>`: Encounter.finished, Patient.created (DESIGN §7). */
+export const EventName = Type.String({
+  pattern: '^[A-Z][A-Za-z]{1,63}\\.[a-z][a-z0-9-]{0,63}$',
+  description: 'event type to match, such as Encounter.finished',
+});
+
+export const ScheduleBody = Type.Object(
+  {
+    interval: Type.String({ minLength: 1, maxLength: 100, description: 'ISO 8601 duration (PT15M, P1D) or 5-field cron' }),
+    timezone: Type.String({ minLength: 1, maxLength: 64, description: 'IANA time zone name' }),
+    startAt: Type.Optional(Nullable(Type.String({ maxLength: 40 }))),
+  },
+  { additionalProperties: false },
+);
+
+export const ScheduleView = Type.Object({
+  interval: Type.String(),
+  timezone: Type.String(),
+  startAt: Type.Optional(Type.String()),
+});
+
+export const TriggerView = Type.Object({
+  triggerId: Uuid,
+  name: Type.String(),
+  sourceId: Uuid,
+  type: TriggerType,
+  queryId: Nullable(Uuid),
+  event: Nullable(Type.String()),
+  schedule: Nullable(ScheduleView),
+  nextRunAt: Nullable(Timestamp),
+  autoStart: Type.Boolean(),
+  active: Type.Boolean(),
+  onePerSubject: Nullable(Type.Boolean()),
+  createdAt: Timestamp,
+  updatedAt: Timestamp,
+});
+export type TriggerView = Static<typeof TriggerView>;
+
+const Name = Type.String({ minLength: 1, maxLength: 200 });
+
+export const CreateTriggerBody = Type.Object(
+  {
+    name: Name,
+    sourceId: Uuid,
+    type: TriggerType,
+    autoStart: Type.Optional(Type.Boolean()),
+    active: Type.Optional(Type.Boolean()),
+    queryId: Type.Optional(Nullable(Uuid)),
+    schedule: Type.Optional(Nullable(ScheduleBody)),
+    event: Type.Optional(Nullable(EventName)),
+    onePerSubject: Type.Optional(Nullable(Type.Boolean())),
+  },
+  { additionalProperties: false },
+);
+export type CreateTriggerBody = Static<typeof CreateTriggerBody>;
+
+export const UpdateTriggerBody = Type.Object(
+  {
+    name: Type.Optional(Name),
+    sourceId: Type.Optional(Uuid),
+    autoStart: Type.Optional(Type.Boolean()),
+    active: Type.Optional(Type.Boolean()),
+    queryId: Type.Optional(Nullable(Uuid)),
+    schedule: Type.Optional(Nullable(ScheduleBody)),
+    event: Type.Optional(Nullable(EventName)),
+    onePerSubject: Type.Optional(Nullable(Type.Boolean())),
+    // Present only to answer a clear "type cannot be changed" rather than "unknown field".
+    type: Type.Optional(Type.Unknown()),
+  },
+  { additionalProperties: false },
+);
+export type UpdateTriggerBody = Static<typeof UpdateTriggerBody>;
+
+export const ListTriggersQuery = Type.Object(
+  {
+    type: Type.Optional(TriggerType),
+    active: Type.Optional(Type.Boolean()),
+    sourceId: Type.Optional(Uuid),
+    limit: Type.Optional(PageLimit),
+    cursor: Type.Optional(CursorParam),
+  },
+  { additionalProperties: false },
+);
+export type ListTriggersQuery = Static<typeof ListTriggersQuery>;
+
+export const FireBody = Type.Object(
+  {
+    payload: Type.Optional(Type.Unknown({ description: 'context for the run (any JSON)' })),
+    idempotencyKey: Type.Optional(Type.String({ minLength: 1, maxLength: 255, pattern: '^[\\x20-\\x7e]+$' })),
+    autoStart: Type.Optional(Type.Boolean()),
+  },
+  { additionalProperties: false },
+);
+export type FireBody = Static<typeof FireBody>;

@@ -1,0 +1,149 @@
+/**
+ * Creating and changing triggers: the rules the schemas cannot say alone. A trigger's type is
+ * fixed at creation; each type takes its own fields and refuses the others' (DESIGN §2), and
+ * every id it points at must live in the caller's workspace.
+ */
+import type { Db } from '../../storage/database.js';
+import type { RequestContext } from '../../auth/context.js';
+import { invalidRequest, notFound } from '../../lib/errors.js';
+import { uuidv7 } from '../../lib/ids.js';
+import { findBlueprint } from '../diagrams/diagram.repository.js';
+import { findQuery } from '../queries/query.repository.js';
+import { parseSchedule } from '../schedules/schedule.js';
+import { nextTickAfter } from '../schedules/next-tick.js';
+import type { CreateTriggerBody, TriggerView, UpdateTriggerBody } from './trigger.schemas.js';
+import {
+  findTrigger,
+  insertTrigger,
+  toTriggerView,
+  updateTrigger,
+  type StoredSchedule,
+  type TriggerRow,
+} from './trigger.repository.js';
+
+type TriggerType = TriggerRow['type'];
+
+/** Which type-specific fields each trigger type takes. */
+const FIELDS_OF_TYPE: Record<TriggerType, readonly string[]> = {
+  web: [],
+  search: ['queryId', 'schedule', 'onePerSubject'],
+  event: ['event', 'onePerSubject'],
+};
+const TYPE_SPECIFIC = ['queryId', 'schedule', 'event', 'onePerSubject'] as const;
+
+function refuseForeignFields(type: TriggerType, body: Record<string, unknown>): void {
+  for (const field of TYPE_SPECIFIC) {
+    const value = body[field];
+    if (value !== undefined && value !== null && !FIELDS_OF_TYPE[type].includes(field)) {
+      throw invalidRequest(`body.${field} does not apply to a ${type} trigger`);
+    }
+  }
+}
+
+async function requireBlueprint(db: Db, workspaceId: string, sourceId: string): Promise<void> {
+  if (!(await findBlueprint(db, workspaceId, sourceId))) {
+    throw invalidRequest('body.sourceId does not name a blueprint in this workspace');
+  }
+}
+
+async function requireQuery(db: Db, workspaceId: string, queryId: string): Promise<void> {
+  if (!(await findQuery(db, workspaceId, queryId))) {
+    throw invalidRequest('body.queryId does not name a saved query in this workspace');
+  }
+}
+
+export function storedSchedule(input: unknown, now: Date): StoredSchedule {
+  const schedule = parseSchedule(input);
+  return { ...schedule, anchor: schedule.startAt ?? now.toISOString() };
+}
+
+export function nextRunOf(schedule: StoredSchedule | null, now: Date): string | null {
+  if (!schedule) return null;
+  return nextTickAfter(schedule, new Date(schedule.anchor), now).toISOString();
+}
+
+export async function createTrigger(db: Db, ctx: RequestContext, body: CreateTriggerBody, now: Date): Promise<TriggerView> {
+  refuseForeignFields(body.type, body);
+  await requireBlueprint(db, ctx.workspaceId, body.sourceId);
+  if (body.type === 'search') {
+    if (!body.queryId) throw invalidRequest('body.queryId is required for a search trigger');
+    await requireQuery(db, ctx.workspaceId, body.queryId);
+  }
+  if (body.type === 'event' && !body.event) throw invalidRequest('body.event is required for an event trigger');
+
+  const schedule = body.type === 'search' && body.schedule ? storedSchedule(body.schedule, now) : null;
+  const at = now.toISOString();
+  const row: TriggerRow = {
+    id: uuidv7(now.getTime()),
+    workspace_id: ctx.workspaceId,
+    name: body.name,
+    source_id: body.sourceId,
+    type: body.type,
+    query_id: body.type === 'search' ? body.queryId! : null,
+    event: body.type === 'event' ? body.event! : null,
+    schedule: schedule ? JSON.stringify(schedule) : null,
+    next_run_at: nextRunOf(schedule, now),
+    auto_start: body.autoStart === false ? 0 : 1,
+    active: body.active === false ? 0 : 1,
+    // DESIGN §9: a cohort (search) trigger never forks a second pathway per subject by default.
+    one_per_subject: (body.onePerSubject ?? body.type === 'search') ? 1 : 0,
+    created_at: at,
+    updated_at: at,
+    deleted_at: null,
+  };
+  await insertTrigger(db, row);
+  return toTriggerView(row);
+}
+
+export async function changeTrigger(
+  db: Db,
+  ctx: RequestContext,
+  triggerId: string,
+  body: UpdateTriggerBody,
+  now: Date,
+): Promise<TriggerView> {
+  const row = await findTrigger(db, ctx.workspaceId, triggerId);
+  if (!row) throw notFound('trigger');
+  if (body.type !== undefined) throw invalidRequest('body.type cannot be changed; create a new trigger instead');
+  refuseForeignFields(row.type, body);
+
+  const changes: Partial<TriggerRow> = {};
+  if (body.name !== undefined) changes.name = body.name;
+  if (body.sourceId !== undefined) {
+    await requireBlueprint(db, ctx.workspaceId, body.sourceId);
+    changes.source_id = body.sourceId;
+  }
+  if (body.autoStart !== undefined) changes.auto_start = body.autoStart ? 1 : 0;
+  if (body.active !== undefined) changes.active = body.active ? 1 : 0;
+  if (row.type === 'search') {
+    if (body.queryId === null) throw invalidRequest('body.queryId cannot be cleared on a search trigger');
+    if (body.queryId !== undefined) {
+      await requireQuery(db, ctx.workspaceId, body.queryId);
+      changes.query_id = body.queryId;
+    }
+    if (body.schedule !== undefined) {
+      const schedule = body.schedule === null ? null : storedSchedule(body.schedule, now);
+      changes.schedule = schedule ? JSON.stringify(schedule) : null;
+      changes.next_run_at = nextRunOf(schedule, now);
+    }
+  }
+  if (row.type === 'event') {
+    if (body.event === null) throw invalidRequest('body.event cannot be cleared on an event trigger');
+    if (body.event !== undefined) changes.event = body.event;
+  }
+  if (row.type !== 'web' && body.onePerSubject !== undefined) {
+    changes.one_per_subject = (body.onePerSubject ?? row.type === 'search') ? 1 : 0;
+  }
+  changes.updated_at = now.toISOString();
+  await updateTrigger(db, triggerId, changes);
+  return toTriggerView({ ...row, ...changes });
+}
+
+export async function deleteTrigger(db: Db, ctx: RequestContext, triggerId: string, now: Date): Promise<void> {
+  const row = await findTrigger(db, ctx.workspaceId, triggerId);
+  if (!row) throw notFound('trigger');
+  const at = now.toISOString();
+  // Soft delete: runs keep pointing at it, no new run can start from it.
+  await updateTrigger(db, triggerId, { deleted_at: at, updated_at: at, active: 0, next_run_at: null });
+}
+

@@ -1,0 +1,68 @@
+import { expect, it } from 'vitest';
+import { describeEachStore, simpleBlueprint, type TestWorkspace } from '../helpers/test-env.js';
+
+async function webTrigger(ws: TestWorkspace, extra: Record<string, unknown> = {}) {
+  const blueprint = await ws.importBlueprint(simpleBlueprint());
+  const res = await ws.call('POST', '/v1/triggers', { body: { name: 'Web', sourceId: blueprint.id, type: 'web', ...extra } });
+  expect(res.statusCode).toBe(201);
+  return { blueprint, trigger: res.json() };
+}
+
+describeEachStore('firing a web trigger', (env) => {
+  it('creates a scheduled run with only the create fields', async () => {
+    const ws = await env.workspace();
+    const { blueprint, trigger } = await webTrigger(ws);
+    const res = await ws.call('POST', `/v1/triggers/${trigger.triggerId}`, { body: { payload: { riskScore: 7 } } });
+    expect(res.statusCode).toBe(201);
+    const run = res.json();
+    expect(Object.keys(run).sort()).toEqual(['automationStatus', 'createdAt', 'idempotencyKey', 'runId', 'sourceId', 'triggerId']);
+    expect(run).toMatchObject({ sourceId: blueprint.id, triggerId: trigger.triggerId, idempotencyKey: null, automationStatus: 'scheduled' });
+    const got = await ws.call('GET', `/v1/runs/${run.runId}`);
+    expect(got.statusCode).toBe(200);
+    expect(got.json()).toMatchObject({ runId: run.runId, automationStatus: 'scheduled', error: null });
+  });
+
+  it('answers the same run for the same key and body, 409 for another body, one audit event', async () => {
+    const ws = await env.workspace();
+    const { trigger } = await webTrigger(ws);
+    const url = `/v1/triggers/${trigger.triggerId}`;
+    const first = await ws.call('POST', url, { body: { payload: { a: 1, b: 2 } }, headers: { 'idempotency-key': 'k-1' } });
+    expect(first.statusCode).toBe(201);
+    const replay = await ws.call('POST', url, { payload: '{ "payload": {"b": 2, "a": 1} }', headers: { 'idempotency-key': 'k-1', 'content-type': 'application/json' } });
+    expect(replay.statusCode).toBe(200);
+    expect(replay.headers['idempotent-replayed']).toBe('true');
+    expect(replay.json().runId).toBe(first.json().runId);
+    const other = await ws.call('POST', url, { body: { payload: { a: 2 } }, headers: { 'idempotency-key': 'k-1' } });
+    expect(other.statusCode).toBe(409);
+    expect(other.json().code).toBe('idempotency_mismatch');
+    const audit = await ws.call('GET', '/v1/audit-events?action=run.create');
+    expect(audit.json().data).toHaveLength(1);
+  });
+
+  it('makes exactly one run for 100 parallel fires with one key', async () => {
+    const ws = await env.workspace();
+    const { trigger } = await webTrigger(ws);
+    const url = `/v1/triggers/${trigger.triggerId}`;
+    const answers = await Promise.all(
+      Array.from({ length: 100 }, () => ws.call('POST', url, { body: { payload: { x: 1 }, idempotencyKey: 'same' } })),
+    );
+    const statuses = answers.map((a) => a.statusCode);
+    expect(statuses.filter((s) => s === 201)).toHaveLength(1);
+    expect(statuses.filter((s) => s === 200)).toHaveLength(99);
+    expect(new Set(answers.map((a) => a.json().runId)).size).toBe(1);
+    const runs = await ws.call('GET', '/v1/runs?idempotencyKey=same');
+    expect(runs.json().data).toHaveLength(1);
+    const audit = await ws.call('GET', '/v1/audit-events?action=run.create');
+    expect(audit.json().data).toHaveLength(1);
+  });
+
+  it('refuses search and event triggers with trigger_not_web', async () => {
+    const ws = await env.workspace();
+    const blueprint = await ws.importBlueprint(simpleBlueprint());
+    const created = await ws.call('POST', '/v1/triggers', { body: { name: 'E', sourceId: blueprint.id, type: 'event', event: 'Encounter.finished' } });
+    expect(created.statusCode).toBe(201);
+    const res = await ws.call('POST', `/v1/triggers/${created.json().triggerId}`, { body: {} });
+    expect(res.statusCode).toBe(409);
+    expect(res.json().code).toBe('trigger_not_web');
+  });
+});

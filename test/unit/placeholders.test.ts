@@ -1,0 +1,121 @@
+import { describe, expect, it } from 'vitest';
+import { compileExpression, evaluate, type ExpressionContext } from '../../src/lib/fhirpath.js';
+import { findPlaceholders, renderPlaceholders } from '../../src/lib/placeholders.js';
+
+const context: ExpressionContext = {
+  payload: { riskScore: 7, resource: { resourceType: 'Observation', status: 'final' } },
+  subject: { extId: 'p-1', tags: ['copd', 'diabetes'], name: 'Ada' },
+  steps: { lookup: { outcome: 'ok', output: { status: 200, body: { ward: 'B2' } } } },
+  vars: { empty: [] },
+};
+const withFhirPath = (text: string) => evaluate(compileExpression(text), context);
+
+describe('findPlaceholders', () => {
+  it('finds every expression in nested objects and arrays, trimmed, in document order', () => {
+    const value = {
+      url: 'https://example.org/patients/{{ subject.extId }}?risk={{payload.riskScore}}',
+      body: { items: [{ note: '{{ vars.note }}' }, 42, null, true], plain: 'no placeholders' },
+      headers: { 'X-Ward': '{{steps.lookup.output.body.ward}}' },
+    };
+    expect(findPlaceholders(value)).toEqual([
+      'subject.extId',
+      'payload.riskScore',
+      'vars.note',
+      'steps.lookup.output.body.ward',
+    ]);
+  });
+
+  it('ignores object keys and non-string values', () => {
+    expect(findPlaceholders({ '{{ key }}': 1, n: 2, b: false, z: null })).toEqual([]);
+  });
+
+  it('reports an empty placeholder as an empty expression', () => {
+    expect(findPlaceholders('a {{ }} b')).toEqual(['']);
+  });
+
+  it('reads a bare string too', () => {
+    expect(findPlaceholders('{{a}} and {{b}}')).toEqual(['a', 'b']);
+  });
+});
+
+describe('renderPlaceholders', () => {
+  it('replaces a whole-string placeholder by the value itself', () => {
+    const rendered = renderPlaceholders(
+      {
+        score: '{{ payload.riskScore }}',
+        subject: '{{ subject.extId }}',
+        resource: '{{ payload.resource }}',
+        missing: '{{ payload.nothing }}',
+        tags: '{{ subject.tags }}',
+      },
+      withFhirPath,
+    );
+    expect(rendered).toEqual({
+      score: 7,
+      subject: 'p-1',
+      resource: { resourceType: 'Observation', status: 'final' },
+      missing: null,
+      tags: ['copd', 'diabetes'],
+    });
+  });
+
+  it('replaces placeholders inside longer text by the text of the value', () => {
+    const rendered = renderPlaceholders(
+      {
+        message: 'Patient {{subject.name}} scored {{ payload.riskScore }}{{ payload.nothing }}.',
+        tags: 'tags: {{ subject.tags }}',
+        body: 'ward {{ steps.lookup.output.body }}',
+        joined: 'tags: {{ subject.tags.join(\' / \') }}',
+      },
+      withFhirPath,
+    );
+    expect(rendered).toEqual({
+      message: 'Patient Ada scored 7.',
+      tags: 'tags: copd,diabetes',
+      body: 'ward {"ward":"B2"}',
+      joined: 'tags: copd / diabetes',
+    });
+  });
+
+  it('treats a placeholder with text around it, even spaces, as text', () => {
+    expect(renderPlaceholders(' {{ payload.riskScore }}', withFhirPath)).toBe(' 7');
+  });
+
+  it('recurses through arrays and objects and copies other values', () => {
+    const input = {
+      nested: { list: ['{{ payload.riskScore }}', 'plain', 3, false, null, { deep: 'id={{subject.extId}}' }] },
+      count: 1,
+    };
+    const rendered = renderPlaceholders(input, withFhirPath);
+    expect(rendered).toEqual({
+      nested: { list: [7, 'plain', 3, false, null, { deep: 'id=p-1' }] },
+      count: 1,
+    });
+  });
+
+  it('returns a deep copy and leaves its input alone', () => {
+    const input = { a: { b: ['x', { c: 'y' }] }, s: '{{ subject.extId }}' };
+    const snapshot = structuredClone(input);
+    const rendered = renderPlaceholders(input, withFhirPath) as typeof input;
+    expect(input).toEqual(snapshot);
+    expect(rendered.a).not.toBe(input.a);
+    expect(rendered.a.b).not.toBe(input.a.b);
+    expect(rendered.a.b[1]).not.toBe(input.a.b[1]);
+  });
+
+  it('passes each trimmed expression to the evaluator', () => {
+    const seen: string[] = [];
+    renderPlaceholders(['{{  one  }}', 'x {{two}} y {{ three }}'], (text) => {
+      seen.push(text);
+      return [];
+    });
+    expect(seen).toEqual(['one', 'two', 'three']);
+  });
+
+  it('keeps a "__proto__" key as a plain key', () => {
+    const input = JSON.parse('{"__proto__": {"polluted": "{{ subject.extId }}"}}') as unknown;
+    const rendered = renderPlaceholders(input, withFhirPath) as Record<string, unknown>;
+    expect(Object.getPrototypeOf(rendered)).toBe(Object.prototype);
+    expect(Object.getOwnPropertyDescriptor(rendered, '__proto__')?.value).toEqual({ polluted: 'p-1' });
+  });
+});
