@@ -1,0 +1,138 @@
+/**
+ * Fire-trigger throughput and latency (issue: management API). Baselines measured in the same
+ * run: a bare Fastify route (both stores) and, for PostgreSQL, a plain 50-client single-row
+ * insert loop. Half of the fires carry a fresh Idempotency-Key, so the claim path is exercised.
+ */
+import { randomUUID } from 'node:crypto';
+import pg from 'pg';
+import type { BenchSuite } from './reporter.js';
+import { benchStore, load, startServer, POSTGRES_URL, type BenchStore } from './harness.js';
+import { ensureTenant, createWorkspace, issueKey } from '../src/modules/tenancy/tenancy.repository.js';
+import { importBlueprint } from '../src/modules/diagrams/diagram.repository.js';
+import { createTrigger } from '../src/modules/triggers/trigger.service.js';
+import { systemContext } from '../src/auth/context.js';
+
+const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 8);
+const CONNECTIONS = 50;
+
+async function seedWebTrigger(store: BenchStore): Promise<{ key: string; triggerId: string }> {
+  const container = await store.open();
+  const db = container.db;
+  const at = new Date().toISOString();
+  const tenantId = await ensureTenant(db, 'bench', at);
+  const workspaceId = await createWorkspace(db, tenantId, 'bench', at);
+  const { key } = await issueKey(db, { id: workspaceId, tenant_id: tenantId }, 'bench', [], 'staging', at);
+  const blueprint = await importBlueprint(
+    db,
+    workspaceId,
+    {
+      name: 'Bench pathway',
+      tags: [],
+      swimlanes: [],
+      nodes: [
+        { id: 'start', kind: 'start' },
+        { id: 'done', kind: 'end' },
+      ],
+      links: [{ from: 'start', to: 'done' }],
+    } as never,
+    at,
+  );
+  const trigger = await createTrigger(
+    db,
+    systemContext(tenantId, workspaceId, 'bench'),
+    // autoStart false: the API alone is measured here; the engine has its own benchmark.
+    { name: 'bench', sourceId: blueprint.id, type: 'web', autoStart: false },
+    new Date(),
+  );
+  await container.close();
+  return { key, triggerId: trigger.triggerId };
+}
+
+async function fireLoad(store: BenchStore) {
+  const { key, triggerId } = await seedWebTrigger(store);
+  const server = await startServer('bench/servers/api-server.ts', store.env);
+  let n = 0;
+  const options = {
+    url: `http://127.0.0.1:${server.port}/v1/triggers/${triggerId}`,
+    method: 'POST' as const,
+    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+    requests: [
+      {
+        setupRequest: (request: Record<string, unknown>) => {
+          n++;
+          const headers = { ...(request.headers as Record<string, string>) };
+          if (n % 2 === 0) headers['idempotency-key'] = randomUUID();
+          return { ...request, headers, body: JSON.stringify({ payload: { n, riskScore: n % 10 } }) };
+        },
+      },
+    ],
+  };
+  await load({ ...options, duration: 2 });
+  const result = await load({ ...options, duration: DURATION_S, connections: CONNECTIONS });
+  await server.stop();
+  return result;
+}
+
+/** 50 clients, each inserting one row per statement as fast as it can, for the bench duration. */
+async function plainInsertLoop(schema: string): Promise<number> {
+  const setup = new pg.Client({ connectionString: POSTGRES_URL });
+  await setup.connect();
+  await setup.query(`create table ${schema}.insert_baseline (id text primary key, body text not null, created_at text not null)`);
+  await setup.end();
+  const clients = await Promise.all(
+    Array.from({ length: CONNECTIONS }, async () => {
+      const client = new pg.Client({ connectionString: POSTGRES_URL });
+      await client.connect();
+      return client;
+    }),
+  );
+  let inserted = 0;
+  const deadline = Date.now() + DURATION_S * 1000;
+  await Promise.all(
+    clients.map(async (client) => {
+      while (Date.now() < deadline) {
+        await client.query(`insert into ${schema}.insert_baseline (id, body, created_at) values ($1, $2, $3)`, [
+          randomUUID(),
+          '{"n":1}',
+          new Date().toISOString(),
+        ]);
+        inserted++;
+      }
+      await client.end();
+    }),
+  );
+  return inserted / DURATION_S;
+}
+
+const suite: BenchSuite = async (reporter) => {
+  reporter.section('Fire a web trigger (HTTP, 50 connections, half with Idempotency-Key)');
+  const bareServer = await startServer('bench/servers/bare-server.ts');
+  const bareOptions = {
+    url: `http://127.0.0.1:${bareServer.port}/bare`,
+    method: 'POST' as const,
+    headers: { 'content-type': 'application/json' },
+    body: '{"payload":{"n":1}}',
+  };
+  await load({ ...bareOptions, duration: 2 });
+  const bare = await load({ ...bareOptions, duration: DURATION_S, connections: CONNECTIONS });
+  await bareServer.stop();
+  reporter.figure('bare Fastify route', bare.requestsPerSecond, 'req/s');
+
+  for (const kind of ['sqlite', 'postgres'] as const) {
+    const store = await benchStore(kind);
+    const fire = await fireLoad(store);
+    reporter.figure(`fire on ${kind}`, fire.requestsPerSecond, 'req/s');
+    reporter.figure(`fire on ${kind} latency p50`, fire.p50, 'ms');
+    reporter.figure(`fire on ${kind} latency p99`, fire.p99, 'ms');
+    if (fire.non2xx || fire.errors) reporter.note(`fire on ${kind}: ${fire.non2xx} non-2xx answers, ${fire.errors} errors`);
+    reporter.ratio(`fire on ${kind} ÷ bare route`, fire.requestsPerSecond, bare.requestsPerSecond, kind === 'sqlite' ? '≥ 0.20' : undefined);
+    if (kind === 'postgres') {
+      const inserts = await plainInsertLoop(store.schema!);
+      reporter.figure('plain 50-client single-row insert loop (PostgreSQL)', inserts, 'rows/s');
+      reporter.ratio('fire on postgres ÷ insert loop', fire.requestsPerSecond, inserts, '≥ 0.6');
+    }
+    await store.drop();
+  }
+};
+
+export default suite;

@@ -1,0 +1,105 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createInterface } from 'node:readline';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+import autocannon from 'autocannon';
+import { loadConfig } from '../src/config.js';
+import { createContainer, type Container } from '../src/container.js';
+import { createLogger } from '../src/lib/logger.js';
+
+export const POSTGRES_URL = process.env.CAREPATH_BENCH_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+
+export interface BenchStore {
+  kind: 'sqlite' | 'postgres';
+  databaseUrl: string;
+  schema?: string;
+  env: Record<string, string>;
+  open(): Promise<Container>;
+  drop(): Promise<void>;
+}
+
+/** A scratch store for one benchmark: a temp SQLite file or a new PostgreSQL schema. */
+export async function benchStore(kind: 'sqlite' | 'postgres'): Promise<BenchStore> {
+  if (kind === 'sqlite') {
+    const databaseUrl = `sqlite:${join(mkdtempSync(join(tmpdir(), 'carepath-bench-')), 'bench.db')}`;
+    return {
+      kind,
+      databaseUrl,
+      env: { CAREPATH_DATABASE_URL: databaseUrl },
+      open: () => createContainer(loadConfig({ CAREPATH_DATABASE_URL: databaseUrl }), { logger: createLogger('error') }),
+      drop: async () => undefined,
+    };
+  }
+  const schema = `bench_${randomBytes(5).toString('hex')}`;
+  const admin = new pg.Client({ connectionString: POSTGRES_URL });
+  await admin.connect();
+  await admin.query(`create schema ${schema}`);
+  await admin.end();
+  return {
+    kind,
+    databaseUrl: POSTGRES_URL,
+    schema,
+    env: { CAREPATH_DATABASE_URL: POSTGRES_URL, BENCH_PG_SCHEMA: schema },
+    open: () =>
+      createContainer(loadConfig({ CAREPATH_DATABASE_URL: POSTGRES_URL }), {
+        logger: createLogger('error'),
+        storeOptions: { schema },
+      }),
+    drop: async () => {
+      const client = new pg.Client({ connectionString: POSTGRES_URL });
+      await client.connect();
+      await client.query(`drop schema if exists ${schema} cascade`);
+      await client.end();
+    },
+  };
+}
+
+export interface ServerProcess {
+  port: number;
+  stop(): Promise<void>;
+}
+
+/** Starts a bench server script in its own process and waits for the port it prints. */
+export async function startServer(script: string, env: Record<string, string> = {}): Promise<ServerProcess> {
+  const child: ChildProcess = spawn(process.execPath, ['--import', 'tsx', script], {
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const lines = createInterface({ input: child.stdout! });
+  const port = await new Promise<number>((resolve, reject) => {
+    child.once('exit', (code) => reject(new Error(`${script} exited with ${code}`)));
+    lines.once('line', (line) => resolve(JSON.parse(line).port));
+  });
+  return {
+    port,
+    stop: () =>
+      new Promise((resolve) => {
+        child.once('exit', () => resolve());
+        child.kill('SIGTERM');
+        setTimeout(() => child.kill('SIGKILL'), 5000).unref();
+      }),
+  };
+}
+
+export interface LoadResult {
+  requestsPerSecond: number;
+  p50: number;
+  p99: number;
+  non2xx: number;
+  errors: number;
+}
+
+/** autocannon against one URL; `body` may change per request through `setupRequest`. */
+export async function load(options: autocannon.Options): Promise<LoadResult> {
+  const result = await autocannon({ connections: 50, duration: 8, ...options });
+  return {
+    requestsPerSecond: result.requests.average,
+    p50: result.latency.p50,
+    p99: result.latency.p99,
+    non2xx: result.non2xx,
+    errors: result.errors,
+  };
+}
