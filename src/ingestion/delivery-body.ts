@@ -57,7 +57,7 @@ export function parseDeliveryBody(body: unknown): DeliveryItems {
   if (!isObject(body)) throw invalidRequest('Delivery body must be a JSON object: a FHIR R4 resource or Bundle, or plain records');
   const out: DeliveryItems = { items: [], problems: [] };
 
-  if ('records' in body && !('resourceType' in body)) {
+  if (Object.hasOwn(body, 'records') && !Object.hasOwn(body, 'resourceType')) {
     if (!Array.isArray(body.records)) throw invalidRequest('"records" must be an array of plain records');
     body.records.forEach((value, index) => addRecord(out, value, index));
     return out;
@@ -65,14 +65,14 @@ export function parseDeliveryBody(body: unknown): DeliveryItems {
   if (typeof body.resourceType !== 'string') {
     throw invalidRequest('Delivery body must carry a string "resourceType", or be {"records": [...]}');
   }
-  if ('bundle' in body && !('entry' in body)) {
+  if (Object.hasOwn(body, 'bundle') && !Object.hasOwn(body, 'entry')) {
     if (!isObject(body.bundle) || body.bundle.resourceType !== 'Bundle') {
       throw invalidRequest('"bundle" must be a FHIR R4 Bundle (resourceType "Bundle")');
     }
     addBundle(out, body.bundle, 1);
     return out;
   }
-  if ('extId' in body) {
+  if (Object.hasOwn(body, 'extId')) {
     addRecord(out, body, 0);
     return out;
   }
@@ -144,7 +144,7 @@ function addResource(out: DeliveryItems, resource: JsonObject, fullUrl: string |
     return;
   }
   if (typeof id === 'string' && id !== '') {
-    out.items.push({ kind: 'resource', resource: resource as FhirResource & { id: string }, deleted: false, index, fullUrl });
+    out.items.push({ kind: 'resource', resource: resource as FhirResource & { id: string }, deleted: false, index, ...(fullUrl && { fullUrl }) });
     return;
   }
   // A transaction may POST a resource without an id under a `urn:uuid:` fullUrl. Taking that

