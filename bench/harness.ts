@@ -64,7 +64,9 @@ export interface ServerProcess {
 
 /** Starts a bench server script in its own process and waits for the port it prints. */
 export async function startServer(script: string, env: Record<string, string> = {}): Promise<ServerProcess> {
-  const child: ChildProcess = spawn(process.execPath, ['--import', 'tsx', script], {
+  // BENCH_SERVER_NODE_ARGS (e.g. "--cpu-prof") lets a profile be taken of the server under load.
+  const nodeArgs = (process.env.BENCH_SERVER_NODE_ARGS ?? '').split(' ').filter(Boolean);
+  const child: ChildProcess = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', script], {
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'inherit'],
   });

@@ -12,6 +12,8 @@ import { MemoryRateLimiter, PostgresRateLimiter, type RateLimiter } from './http
 import { KeyUsageRecorder } from './auth/key-usage.js';
 import { WorkSignals } from './lib/work-signals.js';
 import { RunCreator } from './engine/run-creator.js';
+import { KeyResolver } from './auth/key.repository.js';
+import { TriggerForFireResolver } from './modules/triggers/trigger.repository.js';
 
 export interface Container {
   config: Config;
@@ -25,6 +27,10 @@ export interface Container {
   signals: WorkSignals;
   /** Every new run goes through it (group commit, idempotency claims). */
   runCreator: RunCreator;
+  /** API keys by presented secret (coalesced reads, never cached). */
+  keys: KeyResolver;
+  /** Triggers and their blueprints for fires (coalesced reads, never cached). */
+  triggersForFire: TriggerForFireResolver;
   close(): Promise<void>;
 }
 
@@ -40,10 +46,10 @@ export async function createContainer(config: Config, options: ContainerOptions 
   const logger = options.logger ?? createLogger(config.logLevel);
   const clock = options.clock ?? systemClock;
   const store = openStore(config.databaseUrl, options.storeOptions);
-  if (options.migrate !== false) await migrateToLatest(store.db);
+  if (options.migrate !== false) await migrateToLatest(store.db, store.dialect);
   const rateLimiter: RateLimiter =
     store.dialect === 'postgres'
-      ? new PostgresRateLimiter(store.db, config.rateLimit)
+      ? new PostgresRateLimiter(store.db, config.rateLimit, () => clock.now().getTime())
       : new MemoryRateLimiter(config.rateLimit, () => clock.now().getTime());
   const keyUsage = new KeyUsageRecorder(store.db, clock, (error) =>
     logger.warn({ err: { message: (error as Error).message } }, 'could not record key usage'),
@@ -60,6 +66,8 @@ export async function createContainer(config: Config, options: ContainerOptions 
     keyUsage,
     signals,
     runCreator,
+    keys: new KeyResolver(store.db),
+    triggersForFire: new TriggerForFireResolver(store.db),
     async close() {
       await keyUsage.flush();
       await store.close();

@@ -163,22 +163,6 @@ async function writeBatch(tx: Transaction<Database>, runs: PreparedRun[]): Promi
       )
       .execute();
     await tx
-      .insertInto('diagrams')
-      .values(
-        writers.map(({ run }) => ({
-          id: run.runId,
-          workspace_id: run.ctx.workspaceId,
-          type: 'instance' as const,
-          name: run.blueprint.name,
-          source_id: run.blueprint.id,
-          version: run.blueprint.version,
-          tags: '[]',
-          created_at: run.at,
-          updated_at: run.at,
-        })),
-      )
-      .execute();
-    await tx
       .insertInto('records')
       .values(
         writers.map(({ run }) => ({

@@ -8,6 +8,35 @@ import { randomBytes, randomUUID } from 'node:crypto';
 let lastMs = 0;
 let sequence = 0;
 
+/**
+ * Random bytes drawn from the OS 4 KiB at a time: one syscall per ~400 ids instead of two per
+ * id (crypto.randomBytes showed up at 3% of a fired trigger's CPU).
+ */
+class RandomPool {
+  private buffer = Buffer.alloc(0);
+  private offset = 0;
+
+  private take(n: number): Buffer {
+    if (this.offset + n > this.buffer.length) {
+      this.buffer = randomBytes(4096);
+      this.offset = 0;
+    }
+    const slice = this.buffer.subarray(this.offset, this.offset + n);
+    this.offset += n;
+    return slice;
+  }
+
+  fill(target: Buffer): void {
+    this.take(target.length).copy(target);
+  }
+
+  uint16(): number {
+    return this.take(2).readUInt16BE(0);
+  }
+}
+
+const randomPool = new RandomPool();
+
 export function uuidv7(nowMs: number = Date.now()): string {
   if (nowMs <= lastMs) {
     nowMs = lastMs;
@@ -15,9 +44,10 @@ export function uuidv7(nowMs: number = Date.now()): string {
     if (sequence === 0) nowMs = ++lastMs;
   } else {
     lastMs = nowMs;
-    sequence = randomBytes(2).readUInt16BE(0) & 0x7ff;
+    sequence = randomPool.uint16() & 0x7ff;
   }
-  const bytes = randomBytes(16);
+  const bytes = Buffer.allocUnsafe(16);
+  randomPool.fill(bytes);
   bytes.writeUIntBE(nowMs, 0, 6);
   bytes[6] = 0x70 | (sequence >> 8);
   bytes[7] = sequence & 0xff;

@@ -3,7 +3,7 @@
  * ids are UUID text, timestamps ISO 8601 UTC text (it sorts in time order), booleans 0/1
  * integers and JSON documents text, so one repository query serves SQLite and PostgreSQL.
  */
-import type { Kysely, Transaction } from 'kysely';
+import type { Generated, Kysely, Transaction } from 'kysely';
 
 export interface TenantTable {
   id: string;
@@ -101,6 +101,16 @@ export interface RunTable {
   subject_record_id: string | null;
   created_at: string;
   updated_at: string;
+  /** Engine (0002): the worker holding the run, or null. */
+  lease_owner: string | null;
+  /** Engine: raised by every claim; a worker's writes name the fence it claimed with. */
+  lease_fence: Generated<number>;
+  /** Engine: when a worker may next claim the run (lease end, or timer); epoch = now. */
+  available_at: Generated<string>;
+  /** Engine: raised when an event makes the waiting run due. */
+  wake_seq: Generated<number>;
+  /** Engine: JSON of the run's progress through its graph, null before its first claim. */
+  engine_state: string | null;
 }
 
 /** The first use of an idempotency key in a workspace, and the run it made (DESIGN §4). */
@@ -177,6 +187,103 @@ export interface RateLimitBucketTable {
   key: string;
   tokens: number;
   updated_ms: number;
+  /** tokens handed out by the last take (PostgreSQL leases tokens in chunks) */
+  last_grant: number;
+}
+
+/** A stored webhook delivery (DESIGN §7): received → processing → processed | failed. */
+export interface DeliveryTable {
+  id: string;
+  tenant_id: string;
+  workspace_id: string;
+  webhook_id: string;
+  /** request id of the POST that delivered it; carried into the audit of the runs it starts */
+  request_id: string;
+  idempotency_key: string | null;
+  body_sha256: string;
+  /** the raw body as text; null once processed */
+  body: string | null;
+  accepted: number;
+  status: 'received' | 'processing' | 'processed' | 'failed';
+  attempts: number;
+  lease_owner: string | null;
+  lease_expires_at: string | null;
+  received_at: string;
+  processed_at: string | null;
+  /** JSON [{index, message}] of skipped entries (capped) */
+  problems: string;
+  problem_count: number;
+  /** JSON [{event, count}] */
+  events: string;
+  runs_started: number;
+  error: string | null;
+}
+
+/** The last known state of a delivered resource (ingestion). */
+export interface ResourceStateTable {
+  workspace_id: string;
+  resource_type: string;
+  resource_id: string;
+  status: string | null;
+  patient_record_id: string | null;
+  /** JSON array of the tags the resource gave its record (Patient, Practitioner), else null */
+  source_tags: string | null;
+  delivery_id: string;
+  updated_at: string;
+}
+
+/** A run decided inside a transaction and created right after through the run creator. */
+export interface PlannedRunTable {
+  id: string;
+  tenant_id: string;
+  workspace_id: string;
+  trigger_id: string;
+  source_id: string;
+  source_version: number;
+  blueprint_name: string;
+  status: 'queued' | 'scheduled';
+  payload: string | null;
+  subject_record_id: string | null;
+  idempotency_key: string | null;
+  /** JSON object: how the run started, for its audit event */
+  origin: string;
+  request_id: string;
+  key_id: string | null;
+  key_name: string;
+  planned_at: string;
+  lease_owner: string;
+  lease_expires_at: string;
+}
+
+/** One execution of one automation of a run (engine): recorded before and after it runs. */
+export interface RunStepTable {
+  id: string;
+  run_id: string;
+  node_id: string;
+  automation_id: string;
+  automation_type: string;
+  /** 1 for the first execution; more when an earlier one never recorded its outcome. */
+  attempt: number;
+  started_at: string;
+  finished_at: string | null;
+  outcome: string | null;
+  /** JSON output, or null */
+  output: string | null;
+  error: string | null;
+}
+
+/** A run waiting for an event about its subject (wait_for_event), and the event once it came. */
+export interface RunEventWaitTable {
+  run_id: string;
+  node_id: string;
+  automation_id: string;
+  workspace_id: string;
+  subject_record_id: string;
+  event: string;
+  started_at: string;
+  received_at: string | null;
+  /** JSON of the event as recorded, or null until one came */
+  received_event: string | null;
 }
 
 export interface Database {
@@ -195,6 +302,9 @@ export interface Database {
   webhooks: WebhookTable;
   webhook_secrets: WebhookSecretTable;
   rate_limit_buckets: RateLimitBucketTable;
+  deliveries: DeliveryTable;
+  resource_states: ResourceStateTable;
+  planned_runs: PlannedRunTable;
 }
 
 export type Db = Kysely<Database>;

@@ -1,4 +1,4 @@
-import { Migrator, type MigrationProvider, type MigrationResult } from 'kysely';
+import { Migrator, sql, type MigrationProvider, type MigrationResult } from 'kysely';
 import type { Db } from './database.js';
 import { migrations } from './migrations/index.js';
 
@@ -6,10 +6,17 @@ const provider: MigrationProvider = { getMigrations: async () => migrations };
 
 /**
  * Brings the schema up to date. Kysely's migrator takes a lock (an advisory lock on PostgreSQL),
- * so several processes starting at once migrate exactly once.
+ * so several processes starting at once migrate exactly once. On PostgreSQL the migrator's own
+ * tables are pinned to the connection's current schema: without that it looks for them in any
+ * schema and, with several carepath schemas in one database, finds another one's.
  */
-export async function migrateToLatest(db: Db): Promise<MigrationResult[]> {
-  const migrator = new Migrator({ db, provider });
+export async function migrateToLatest(db: Db, dialect: 'sqlite' | 'postgres'): Promise<MigrationResult[]> {
+  let migrationTableSchema: string | undefined;
+  if (dialect === 'postgres') {
+    const result = await sql<{ schema: string }>`select current_schema() as schema`.execute(db);
+    migrationTableSchema = result.rows[0]?.schema;
+  }
+  const migrator = new Migrator({ db, provider, migrationTableSchema });
   const { error, results } = await migrator.migrateToLatest();
   if (error) throw error instanceof Error ? error : new Error(String(error));
   return results ?? [];

@@ -2,7 +2,6 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Container } from '../../container.js';
 import { ApiError } from '../../lib/errors.js';
 import { allows, type Scope } from '../../auth/scopes.js';
-import { findActiveKey } from '../../auth/key.repository.js';
 import { looksLikeApiKey } from '../../auth/api-keys.js';
 import type { RequestContext } from '../../auth/context.js';
 import type { RateDecision } from '../rate-limit/rate-limiter.js';
@@ -50,7 +49,7 @@ export function requireApiKey(app: FastifyInstance, container: Container): void 
 
   app.addHook('onRequest', async (request, reply) => {
     const secret = presentedKey(request);
-    const key = secret && looksLikeApiKey(secret) ? await findActiveKey(container.db, secret) : null;
+    const key = secret && looksLikeApiKey(secret) ? await container.keys.resolve(secret) : null;
     if (!key) throw new ApiError('invalid_api_key', 'missing, invalid or revoked API key');
 
     const decision = await container.rateLimiter.take(`key:${key.keyId}`);

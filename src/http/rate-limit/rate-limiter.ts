@@ -52,31 +52,69 @@ export class MemoryRateLimiter implements RateLimiter {
 }
 
 /**
- * Every process shares one budget through a row per bucket. One statement refills and takes a
- * token atomically; a denied call leaves the row as it was (refilling later from the old time
- * gives the same tokens), so "no row returned" means denied. Time comes from the database clock,
+ * Every process shares one budget through a row per bucket in PostgreSQL. A process does not
+ * ask the database for every call: it leases a small chunk of tokens (a twentieth of the
+ * capacity) in one atomic statement and spends them locally for at most one second. The shared
+ * budget is never exceeded (a token is spent once, wherever it was leased); at worst a lease
+ * that expires unused makes the limit slightly stricter. Time comes from the database clock,
  * so processes on machines with skewed clocks agree.
  */
 export class PostgresRateLimiter implements RateLimiter {
+  private readonly leases = new Map<string, { tokens: number; expiresMs: number; shared: number }>();
+  private readonly inFlight = new Map<string, Promise<void>>();
+  private readonly chunk: number;
+  private readonly leaseMs: number;
+
   constructor(
     private readonly db: Db,
     private readonly setting: RateLimitSetting,
-  ) {}
+    private readonly nowMs: () => number = Date.now,
+  ) {
+    this.chunk = Math.max(1, Math.floor(setting.requests / 20));
+    this.leaseMs = Math.min(1000, setting.perSeconds * 1000);
+  }
 
   async take(bucket: string): Promise<RateDecision> {
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const lease = this.leases.get(bucket);
+      if (lease && lease.tokens >= 1 && this.nowMs() < lease.expiresMs) {
+        lease.tokens -= 1;
+        return decision(this.setting, lease.tokens + lease.shared, true);
+      }
+      if (lease && lease.tokens < 1 && this.nowMs() < lease.expiresMs && lease.shared < 1 && attempt > 0) {
+        return decision(this.setting, lease.shared, false);
+      }
+      // One lease request per bucket at a time; concurrent callers wait for it and try again.
+      let pending = this.inFlight.get(bucket);
+      if (!pending) {
+        pending = this.renew(bucket).finally(() => this.inFlight.delete(bucket));
+        this.inFlight.set(bucket, pending);
+      }
+      await pending;
+    }
+    const lease = this.leases.get(bucket);
+    return decision(this.setting, lease?.shared ?? 0, false);
+  }
+
+  private async renew(bucket: string): Promise<void> {
     const capacity = this.setting.requests;
     const perMs = capacity / (this.setting.perSeconds * 1000);
     const now = sql`(extract(epoch from clock_timestamp()) * 1000)::bigint`;
     const refilled = sql`least(${capacity}::double precision, b.tokens + (${now} - b.updated_ms) * ${perMs}::double precision)`;
-    const taken = await sql<{ tokens: number }>`
-      insert into rate_limit_buckets as b (key, tokens, updated_ms)
-      values (${bucket}, ${capacity - 1}::double precision, ${now})
-      on conflict (key) do update set tokens = ${refilled} - 1, updated_ms = ${now}
-      where ${refilled} >= 1
-      returning tokens`.execute(this.db);
-    if (taken.rows.length > 0) return decision(this.setting, Number(taken.rows[0].tokens), true);
-    const current = await sql<{ tokens: number }>`
-      select ${refilled} as tokens from rate_limit_buckets b where b.key = ${bucket}`.execute(this.db);
-    return decision(this.setting, Number(current.rows[0]?.tokens ?? 0), false);
+    const grant = sql`least(${this.chunk}::double precision, floor(${refilled}))`;
+    const result = await sql<{ tokens: number; last_grant: number }>`
+      insert into rate_limit_buckets as b (key, tokens, updated_ms, last_grant)
+      values (${bucket}, ${capacity - Math.min(this.chunk, capacity)}::double precision, ${now}, ${Math.min(this.chunk, capacity)})
+      on conflict (key) do update set
+        last_grant = ${grant}::integer,
+        tokens = ${refilled} - ${grant},
+        updated_ms = ${now}
+      returning tokens, last_grant`.execute(this.db);
+    const row = result.rows[0];
+    this.leases.set(bucket, {
+      tokens: Number(row.last_grant),
+      shared: Number(row.tokens),
+      expiresMs: this.nowMs() + this.leaseMs,
+    });
   }
 }

@@ -119,7 +119,7 @@ export function registerTriggerRoutes(api: Api, container: Container): void {
     },
     async (request, reply) => {
       const result = await fireTrigger(
-        { db: container.db, runCreator: container.runCreator, now },
+        { db: container.db, runCreator: container.runCreator, triggers: container.triggersForFire, now },
         request.ctx,
         request.params.triggerId,
         {

@@ -11,7 +11,7 @@ import type { RunCreator } from '../../engine/run-creator.js';
 import { findRun } from '../runs/run.repository.js';
 import type { RunView } from '../runs/run.view.js';
 import { findRecordByExtId } from '../records/record.repository.js';
-import { findTriggerWithBlueprint } from './trigger.repository.js';
+import type { TriggerForFireResolver } from './trigger.repository.js';
 
 const IDEMPOTENCY_KEY = /^[\x20-\x7e]{1,255}$/;
 
@@ -45,7 +45,7 @@ function subjectReference(payload: unknown): string | null {
 }
 
 export async function fireTrigger(
-  deps: { db: Db; runCreator: RunCreator; now: () => Date },
+  deps: { db: Db; runCreator: RunCreator; triggers: TriggerForFireResolver; now: () => Date },
   ctx: RequestContext,
   triggerId: string,
   input: FireInput,
@@ -55,7 +55,7 @@ export async function fireTrigger(
     throw invalidRequest('Idempotency-Key must be 1–255 printable ASCII characters');
   }
 
-  const trigger = await findTriggerWithBlueprint(deps.db, ctx.workspaceId, triggerId);
+  const trigger = await deps.triggers.find(ctx.workspaceId, triggerId);
   if (!trigger) throw notFound('trigger');
   if (trigger.type !== 'web') {
     throw new ApiError('trigger_not_web', `only web triggers can be fired; this one is a ${trigger.type} trigger`);

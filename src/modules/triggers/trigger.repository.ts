@@ -2,6 +2,7 @@ import type { DbOrTx, TriggerTable } from '../../storage/database.js';
 import { decodeCursor, encodeCursor, type Page } from '../../lib/cursor.js';
 import { parseJson } from '../../lib/json.js';
 import type { TriggerView } from './trigger.schemas.js';
+import { Coalescer } from '../../lib/coalescer.js';
 
 export type TriggerRow = TriggerTable;
 
@@ -45,15 +46,27 @@ export async function findTrigger(db: DbOrTx, workspaceId: string, triggerId: st
     .executeTakeFirst();
 }
 
-/** A live trigger with the current version of its blueprint, in one read (the fire path). */
-export async function findTriggerWithBlueprint(db: DbOrTx, workspaceId: string, triggerId: string) {
-  return db
+export interface TriggerForFire {
+  id: string;
+  workspace_id: string;
+  type: TriggerRow['type'];
+  active: number;
+  auto_start: number;
+  source_id: string;
+  blueprint_name: string | null;
+  blueprint_version: number | null;
+}
+
+/** Live triggers with the current version of their blueprints, in one read (the fire path). */
+export async function findTriggersForFire(db: DbOrTx, triggerIds: string[]): Promise<Map<string, TriggerForFire>> {
+  const rows = await db
     .selectFrom('triggers')
     .leftJoin('diagrams', (join) =>
       join.onRef('diagrams.id', '=', 'triggers.source_id').on('diagrams.type', '=', 'blueprint'),
     )
     .select([
       'triggers.id',
+      'triggers.workspace_id',
       'triggers.type',
       'triggers.active',
       'triggers.auto_start',
@@ -61,10 +74,27 @@ export async function findTriggerWithBlueprint(db: DbOrTx, workspaceId: string, 
       'diagrams.name as blueprint_name',
       'diagrams.version as blueprint_version',
     ])
-    .where('triggers.workspace_id', '=', workspaceId)
-    .where('triggers.id', '=', triggerId)
+    .where('triggers.id', 'in', triggerIds)
     .where('triggers.deleted_at', 'is', null)
-    .executeTakeFirst();
+    .execute();
+  return new Map(rows.map((row) => [row.id, row]));
+}
+
+/**
+ * Trigger reads of concurrent fires, coalesced into one query per turn of the event loop
+ * (lib/coalescer.ts); nothing is cached beyond that, so a trigger switched off is seen at once.
+ */
+export class TriggerForFireResolver {
+  private readonly byId: Coalescer<TriggerForFire>;
+
+  constructor(db: DbOrTx) {
+    this.byId = new Coalescer((ids) => findTriggersForFire(db, ids));
+  }
+
+  async find(workspaceId: string, triggerId: string): Promise<TriggerForFire | undefined> {
+    const trigger = await this.byId.load(triggerId);
+    return trigger && trigger.workspace_id === workspaceId ? trigger : undefined;
+  }
 }
 
 export async function insertTrigger(db: DbOrTx, row: TriggerRow): Promise<void> {

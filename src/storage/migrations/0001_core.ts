@@ -50,7 +50,6 @@ export async function up(db: Kysely<unknown>): Promise<void> {
     .addColumn('updated_at', 'text', (c) => c.notNull())
     .execute();
   await db.schema.createIndex('diagrams_list').on('diagrams').columns(['workspace_id', 'type', 'id']).execute();
-  await db.schema.createIndex('diagrams_source').on('diagrams').columns(['workspace_id', 'source_id', 'id']).execute();
 
   await db.schema
     .createTable('blueprint_versions')
@@ -113,6 +112,7 @@ export async function up(db: Kysely<unknown>): Promise<void> {
     .addColumn('updated_at', 'text', (c) => c.notNull())
     .execute();
   await db.schema.createIndex('runs_list').on('runs').columns(['workspace_id', 'id']).execute();
+  await db.schema.createIndex('runs_source').on('runs').columns(['workspace_id', 'source_id', 'id']).execute();
   await db.schema.createIndex('runs_trigger').on('runs').columns(['trigger_id', 'id']).execute();
   await db.schema.createIndex('runs_trigger_status').on('runs').columns(['trigger_id', 'automation_status']).execute();
   await db.schema.createIndex('runs_idempotency').on('runs').columns(['workspace_id', 'idempotency_key']).execute();
@@ -205,6 +205,7 @@ export async function up(db: Kysely<unknown>): Promise<void> {
     .addColumn('key', 'text', (c) => c.primaryKey())
     .addColumn('tokens', 'double precision', (c) => c.notNull())
     .addColumn('updated_ms', 'bigint', (c) => c.notNull())
+    .addColumn('last_grant', 'integer', (c) => c.notNull().defaultTo(0))
     .execute();
 }
 

@@ -4,7 +4,11 @@
  */
 import type { Migration } from 'kysely';
 import * as m0001 from './0001_core.js';
+import * as m0002 from './0002_engine.js';
+import * as m0003 from './0003_ingestion.js';
 
 export const migrations: Record<string, Migration> = {
   '0001_core': m0001,
+  '0002_engine': m0002,
+  '0003_ingestion': m0003,
 };
