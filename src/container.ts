@@ -55,7 +55,10 @@ export async function createContainer(config: Config, options: ContainerOptions 
     logger.warn({ err: { message: (error as Error).message } }, 'could not record key usage'),
   );
   const signals = new WorkSignals();
-  const runCreator = new RunCreator(store.db, signals, { concurrency: store.dialect === 'postgres' ? 4 : 1 });
+  const runCreator = new RunCreator(store.db, signals, {
+    dialect: store.dialect,
+    concurrency: store.dialect === 'postgres' ? 4 : 1,
+  });
   return {
     config,
     store,

@@ -12,11 +12,11 @@
  * ON CONFLICT DO NOTHING; only winners write their run. Losers (a concurrent duplicate in
  * another batch or process, or an earlier request) are answered with the stored claim.
  */
-import type { Db, Database } from '../storage/database.js';
-import type { Transaction } from 'kysely';
+import type { Db } from '../storage/database.js';
 import type { RequestContext } from '../auth/context.js';
-import { auditRow } from '../modules/audit/audit.repository.js';
 import type { RunStatus } from './run-status.js';
+import { writeBatchWithKysely } from './run-creation/batch-writer.js';
+import { writeBatchOnPostgres } from './run-creation/batch-writer-postgres.js';
 import type { WorkSignals } from '../lib/work-signals.js';
 
 export interface PreparedRun {
@@ -52,6 +52,8 @@ export interface RunCreatorOptions {
   maxBatch?: number;
   /** Transactions in flight at once: 1 for SQLite (one writer), a few for PostgreSQL. */
   concurrency?: number;
+  /** PostgreSQL writes a batch in one statement (run-creation/batch-writer-postgres.ts). */
+  dialect?: 'sqlite' | 'postgres';
 }
 
 export class RunCreator {
@@ -68,7 +70,13 @@ export class RunCreator {
   ) {
     this.maxBatch = options.maxBatch ?? 200;
     this.concurrency = options.concurrency ?? 1;
+    this.write =
+      options.dialect === 'postgres'
+        ? (runs) => writeBatchOnPostgres(this.db, runs)
+        : (runs) => this.db.transaction().execute((tx) => writeBatchWithKysely(tx, runs));
   }
+
+  private readonly write: (runs: PreparedRun[]) => Promise<CreateOutcome[]>;
 
   create(run: PreparedRun): Promise<CreateOutcome> {
     return new Promise((resolve, reject) => {
@@ -92,7 +100,7 @@ export class RunCreator {
     const batch = this.queue.splice(0, this.maxBatch);
     this.inFlight++;
     try {
-      const outcomes = await this.db.transaction().execute((tx) => writeBatch(tx, batch.map((p) => p.run)));
+      const outcomes = await this.write(batch.map((p) => p.run));
       batch.forEach((pending, i) => pending.resolve(outcomes[i]));
       if (outcomes.some((o) => o.kind === 'created')) this.signals.notify('runs');
     } catch (error) {
@@ -104,109 +112,3 @@ export class RunCreator {
   }
 }
 
-async function writeBatch(tx: Transaction<Database>, runs: PreparedRun[]): Promise<CreateOutcome[]> {
-  const outcomes: (CreateOutcome | null)[] = runs.map(() => null);
-
-  // Claims: the first run of each key in this batch tries to claim it; later ones in the same
-  // batch will be answered from the claim after the commit.
-  const firstOfKey = new Map<string, number>();
-  runs.forEach((run, i) => {
-    if (!run.claim) return;
-    const scopeKey = `${run.ctx.workspaceId}\u0000${run.claim.key}`;
-    if (!firstOfKey.has(scopeKey)) firstOfKey.set(scopeKey, i);
-  });
-  // Sorted so that concurrent batches take key locks in one order and cannot deadlock.
-  const claimants = [...firstOfKey.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, i]) => i);
-  const won = new Set<number>();
-  if (claimants.length > 0) {
-    const inserted = await tx
-      .insertInto('idempotency_keys')
-      .values(
-        claimants.map((i) => ({
-          workspace_id: runs[i].ctx.workspaceId,
-          key: runs[i].claim!.key,
-          fingerprint: runs[i].claim!.fingerprint,
-          trigger_id: runs[i].triggerId,
-          run_id: runs[i].runId,
-          created_at: runs[i].at,
-        })),
-      )
-      .onConflict((oc) => oc.columns(['workspace_id', 'key']).doNothing())
-      .returning(['workspace_id', 'key'])
-      .execute();
-    const insertedKeys = new Set(inserted.map((row) => `${row.workspace_id}\u0000${row.key}`));
-    for (const i of claimants) {
-      if (insertedKeys.has(`${runs[i].ctx.workspaceId}\u0000${runs[i].claim!.key}`)) won.add(i);
-    }
-  }
-
-  const writers = runs.map((run, i) => ({ run, i })).filter(({ run, i }) => !run.claim || won.has(i));
-  if (writers.length > 0) {
-    await tx
-      .insertInto('runs')
-      .values(
-        writers.map(({ run }) => ({
-          id: run.runId,
-          workspace_id: run.ctx.workspaceId,
-          trigger_id: run.triggerId,
-          source_id: run.blueprint.id,
-          source_version: run.blueprint.version,
-          name: run.blueprint.name,
-          idempotency_key: run.idempotencyKey,
-          automation_status: run.status,
-          error: null,
-          payload: run.payloadJson,
-          subject_record_id: run.subjectRecordId,
-          created_at: run.at,
-          updated_at: run.at,
-        })),
-      )
-      .execute();
-    await tx
-      .insertInto('records')
-      .values(
-        writers.map(({ run }) => ({
-          id: run.runId,
-          workspace_id: run.ctx.workspaceId,
-          resource_type: 'Pathway' as const,
-          ext_id: run.runId,
-          name: run.blueprint.name,
-          created_at: run.at,
-          updated_at: run.at,
-        })),
-      )
-      .execute();
-    await tx
-      .insertInto('record_tags')
-      .values(writers.map(({ run }) => ({ record_id: run.runId, workspace_id: run.ctx.workspaceId, tag: run.status })))
-      .execute();
-    await tx
-      .insertInto('audit_events')
-      .values(
-        writers.map(({ run }) =>
-          auditRow(run.ctx, run.at, {
-            action: 'run.create',
-            resourceType: 'run',
-            resourceId: run.runId,
-            details: { triggerId: run.triggerId, sourceId: run.blueprint.id, status: run.status, ...run.origin },
-          }),
-        ),
-      )
-      .execute();
-    for (const { run, i } of writers) outcomes[i] = { kind: 'created', runId: run.runId };
-  }
-
-  // Everyone else reads the claim that stands (made earlier, by another batch, or in this one).
-  for (let i = 0; i < runs.length; i++) {
-    if (outcomes[i]) continue;
-    const claim = runs[i].claim!;
-    const row = await tx
-      .selectFrom('idempotency_keys')
-      .select(['run_id', 'fingerprint', 'trigger_id'])
-      .where('workspace_id', '=', runs[i].ctx.workspaceId)
-      .where('key', '=', claim.key)
-      .executeTakeFirstOrThrow();
-    outcomes[i] = { kind: 'claimed-before', runId: row.run_id, fingerprint: row.fingerprint, triggerId: row.trigger_id };
-  }
-  return outcomes as CreateOutcome[];
-}

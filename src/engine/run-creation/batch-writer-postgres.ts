@@ -1,0 +1,94 @@
+/**
+ * Writes one batch of new runs on PostgreSQL in ONE statement: the batch travels as arrays
+ * (`unnest`), and data-modifying CTEs take the idempotency claims, then insert the winners'
+ * runs, Pathway records, status tags and audit events. One round trip and one implicit
+ * transaction per batch instead of seven; the statement text does not depend on the batch
+ * size, so PostgreSQL parses the same text every time.
+ */
+import { sql } from 'kysely';
+import type { Db } from '../../storage/database.js';
+import { auditRow } from '../../modules/audit/audit.repository.js';
+import type { CreateOutcome, PreparedRun } from '../run-creator.js';
+import { claimantsOf, readStandingClaims } from './claims.js';
+
+export async function writeBatchOnPostgres(db: Db, runs: PreparedRun[]): Promise<CreateOutcome[]> {
+  const outcomes: (CreateOutcome | null)[] = runs.map(() => null);
+  const claimants = new Set(claimantsOf(runs));
+  // Runs that share a key with an earlier run of this batch do not take part; they read the claim.
+  const candidates = runs.map((run, i) => ({ run, i })).filter(({ run, i }) => !run.claim || claimants.has(i));
+  // Claimants first, in key order (lock order), then the runs without a key.
+  candidates.sort((a, b) => {
+    const ka = a.run.claim ? `${a.run.ctx.workspaceId}\u0000${a.run.claim.key}` : '\uffff';
+    const kb = b.run.claim ? `${b.run.ctx.workspaceId}\u0000${b.run.claim.key}` : '\uffff';
+    return ka < kb ? -1 : ka > kb ? 1 : 0;
+  });
+
+  const column = <T>(pick: (run: PreparedRun) => T) => candidates.map(({ run }) => pick(run));
+  const audits = candidates.map(({ run }) =>
+    auditRow(run.ctx, run.at, {
+      action: 'run.create',
+      resourceType: 'run',
+      resourceId: run.runId,
+      details: { triggerId: run.triggerId, sourceId: run.blueprint.id, status: run.status, ...run.origin },
+    }),
+  );
+
+  const written = await sql<{ id: string }>`
+    with input as (
+      select * from unnest(
+        ${column((r) => r.runId)}::text[], ${column((r) => r.ctx.workspaceId)}::text[],
+        ${column((r) => r.triggerId)}::text[], ${column((r) => r.blueprint.id)}::text[],
+        ${column((r) => r.blueprint.version)}::integer[], ${column((r) => r.blueprint.name)}::text[],
+        ${column((r) => r.idempotencyKey)}::text[], ${column((r) => r.status)}::text[],
+        ${column((r) => r.payloadJson)}::text[], ${column((r) => r.subjectRecordId)}::text[],
+        ${column((r) => r.at)}::text[],
+        ${column((r) => r.claim?.key ?? null)}::text[], ${column((r) => r.claim?.fingerprint ?? null)}::text[],
+        ${audits.map((a) => a.id)}::text[], ${audits.map((a) => a.tenant_id)}::text[],
+        ${audits.map((a) => a.request_id)}::text[], ${audits.map((a) => a.key_id)}::text[],
+        ${audits.map((a) => a.key_name)}::text[], ${audits.map((a) => a.details)}::text[]
+      ) with ordinality as t(run_id, workspace_id, trigger_id, source_id, source_version, name,
+                             idempotency_key, status, payload, subject_record_id, at,
+                             claim_key, claim_fingerprint,
+                             audit_id, tenant_id, request_id, key_id, key_name, audit_details, position)
+    ),
+    claims as (
+      insert into idempotency_keys (workspace_id, key, fingerprint, trigger_id, run_id, created_at)
+      select workspace_id, claim_key, claim_fingerprint, trigger_id, run_id, at
+      from input where claim_key is not null order by position
+      on conflict (workspace_id, key) do nothing
+      returning run_id
+    ),
+    winners as (
+      select * from input where claim_key is null or run_id in (select run_id from claims)
+    ),
+    new_runs as (
+      insert into runs (id, workspace_id, trigger_id, source_id, source_version, name, idempotency_key,
+                        automation_status, error, payload, subject_record_id, created_at, updated_at)
+      select run_id, workspace_id, trigger_id, source_id, source_version, name, idempotency_key,
+             status, null, payload, subject_record_id, at, at
+      from winners
+      returning id
+    ),
+    new_records as (
+      insert into records (id, workspace_id, resource_type, ext_id, name, created_at, updated_at)
+      select run_id, workspace_id, 'Pathway', run_id, name, at, at from winners
+    ),
+    new_tags as (
+      insert into record_tags (record_id, workspace_id, tag)
+      select run_id, workspace_id, status from winners
+    ),
+    new_audit as (
+      insert into audit_events (id, tenant_id, workspace_id, at, action, request_id, key_id, key_name,
+                                resource_type, resource_id, outcome, details)
+      select audit_id, tenant_id, workspace_id, at, 'run.create', request_id, key_id, key_name,
+             'run', run_id, 'success', audit_details
+      from winners
+    )
+    select id from new_runs`.execute(db);
+
+  const created = new Set(written.rows.map((row) => row.id));
+  runs.forEach((run, i) => {
+    if (created.has(run.runId)) outcomes[i] = { kind: 'created', runId: run.runId };
+  });
+  return readStandingClaims(db, runs, outcomes);
+}

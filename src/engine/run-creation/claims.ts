@@ -1,0 +1,36 @@
+import type { DbOrTx } from '../../storage/database.js';
+import type { CreateOutcome, PreparedRun } from '../run-creator.js';
+
+/**
+ * The runs of a batch that try to claim their idempotency key: the first run of each key (a
+ * later one with the same key is answered from the claim after the commit). Sorted by key so
+ * that concurrent batches take key locks in one order and cannot deadlock.
+ */
+export function claimantsOf(runs: PreparedRun[]): number[] {
+  const firstOfKey = new Map<string, number>();
+  runs.forEach((run, i) => {
+    if (!run.claim) return;
+    const scopeKey = `${run.ctx.workspaceId}\u0000${run.claim.key}`;
+    if (!firstOfKey.has(scopeKey)) firstOfKey.set(scopeKey, i);
+  });
+  return [...firstOfKey.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, i]) => i);
+}
+
+/** Runs not written in this batch read the claim that stands (earlier, another batch, or this one). */
+export async function readStandingClaims(
+  db: DbOrTx,
+  runs: PreparedRun[],
+  outcomes: (CreateOutcome | null)[],
+): Promise<CreateOutcome[]> {
+  for (let i = 0; i < runs.length; i++) {
+    if (outcomes[i]) continue;
+    const row = await db
+      .selectFrom('idempotency_keys')
+      .select(['run_id', 'fingerprint', 'trigger_id'])
+      .where('workspace_id', '=', runs[i].ctx.workspaceId)
+      .where('key', '=', runs[i].claim!.key)
+      .executeTakeFirstOrThrow();
+    outcomes[i] = { kind: 'claimed-before', runId: row.run_id, fingerprint: row.fingerprint, triggerId: row.trigger_id };
+  }
+  return outcomes as CreateOutcome[];
+}
