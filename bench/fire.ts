@@ -5,6 +5,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
+import type autocannon from 'autocannon';
 import type { BenchSuite } from './reporter.js';
 import { benchStore, load, startServer, POSTGRES_URL, type BenchStore } from './harness.js';
 import { ensureTenant, createWorkspace, issueKey } from '../src/modules/tenancy/tenancy.repository.js';
@@ -58,9 +59,9 @@ async function fireLoad(store: BenchStore) {
     headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
     requests: [
       {
-        setupRequest: (request: Record<string, unknown>) => {
+        setupRequest: (request: autocannon.Request) => {
           n++;
-          const headers = { ...(request.headers as Record<string, string>) };
+          const headers = { ...request.headers } as Record<string, string>;
           if (n % 2 === 0) headers['idempotency-key'] = randomUUID();
           return { ...request, headers, body: JSON.stringify({ payload: { n, riskScore: n % 10 } }) };
         },

@@ -2,6 +2,8 @@
  * The operator contract of DESIGN §11: environment → a frozen, typed Config, validated once.
  * Nothing else in the code reads process.env.
  */
+import { decodeSecretKey } from './lib/secret-box.js';
+
 export interface RateLimitSetting {
   requests: number;
   perSeconds: number;
@@ -16,6 +18,8 @@ export interface Config {
   rateLimit: RateLimitSetting;
   logLevel: string;
   httpAllow: string[];
+  /** Seals webhook signing secrets at rest (lib/secret-box.ts); unset = stored as `plain:`. */
+  secretKey?: string;
 }
 
 export class ConfigError extends Error {}
@@ -54,6 +58,10 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     .split(',')
     .map((entry) => entry.trim())
     .filter(Boolean);
+  const secretKey = env.CAREPATH_SECRET_KEY || undefined;
+  if (secretKey !== undefined && !decodeSecretKey(secretKey)) {
+    throw new ConfigError('CAREPATH_SECRET_KEY must be 32 bytes, written as 64 hex characters or base64');
+  }
   return Object.freeze({
     databaseUrl,
     host,
@@ -63,5 +71,6 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     rateLimit: parseRateLimit(env.CAREPATH_RATE_LIMIT || '100/1s'),
     logLevel,
     httpAllow,
+    ...(secretKey !== undefined ? { secretKey } : {}),
   });
 }

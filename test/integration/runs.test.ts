@@ -112,8 +112,8 @@ describeEachStore('run actions', (env) => {
     let cursor: string | null = null;
     let inserted = 0;
     do {
-      const page = (await ws.call('GET', `/v1/runs?triggerId=${trigger.triggerId}&limit=2${cursor ? `&cursor=${cursor}` : ''}`)).json();
-      seen.push(...page.data.map((r: { runId: string }) => r.runId));
+      const page: { data: { runId: string }[]; nextCursor: string | null } = (await ws.call('GET', `/v1/runs?triggerId=${trigger.triggerId}&limit=2${cursor ? `&cursor=${cursor}` : ''}`)).json();
+      seen.push(...(page.data as { runId: string }[]).map((r) => r.runId));
       cursor = page.nextCursor;
       // New runs arriving while paging must not shift or repeat what is still to come.
       if (inserted++ < 2) await ws.call('POST', `/v1/triggers/${trigger.triggerId}`, { body: {} });

@@ -156,3 +156,30 @@ describeEachStore('triggers', (env) => {
     expect(bad.statusCode).toBe(400);
   });
 });
+
+describeEachStore('trigger edge cases', (env) => {
+  it('will not reactivate a search trigger whose query was deleted while it was off', async () => {
+    const ws = await env.workspace();
+    const blueprint = await ws.importBlueprint(simpleBlueprint());
+    const query = (await ws.call('POST', '/v1/queries', { body: { name: 'Q', resourceType: 'Patient' } })).json();
+    const trigger = (
+      await ws.call('POST', '/v1/triggers', { body: { name: 'S', sourceId: blueprint.id, type: 'search', queryId: query.queryId, active: false } })
+    ).json();
+    expect((await ws.call('DELETE', `/v1/queries/${query.queryId}`)).statusCode).toBe(204);
+    const res = await ws.call('PATCH', `/v1/triggers/${trigger.triggerId}`, { body: { active: true } });
+    expect(res.statusCode).toBe(400);
+    expect(res.json().error).toMatch(/queryId/);
+    expect((await ws.call('GET', `/v1/triggers/${trigger.triggerId}`)).json().active).toBe(false);
+  });
+
+  it('refuses a JSON null body on fire and names every allowed value of an enum', async () => {
+    const ws = await env.workspace();
+    const blueprint = await ws.importBlueprint(simpleBlueprint());
+    const trigger = (await ws.call('POST', '/v1/triggers', { body: { name: 'W', sourceId: blueprint.id, type: 'web' } })).json();
+    const res = await ws.call('POST', `/v1/triggers/${trigger.triggerId}`, { payload: 'null', headers: { 'content-type': 'application/json' } });
+    expect(res.statusCode).toBe(400);
+    expect((await ws.call('GET', '/v1/runs')).json().data).toHaveLength(0);
+    const bad = await ws.call('POST', '/v1/triggers', { body: { name: 'x', sourceId: blueprint.id, type: 'cron' } });
+    expect(bad.json().error).toBe('body.type must be one of "web", "search", "event"');
+  });
+});

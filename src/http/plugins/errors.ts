@@ -13,6 +13,11 @@ export function describeValidation(part: string, issues: ValidationIssue[]): str
   const issue = issues[0];
   if (!issue) return `${part} is invalid`;
   const path = part + issue.instancePath.replace(/\//g, '.');
+  // A union of literals fails once per literal: name every allowed value, not the first.
+  const allowed = issues
+    .filter((other) => other.keyword === 'const' && other.instancePath === issue.instancePath)
+    .map((other) => JSON.stringify(other.params.allowedValue));
+  if (allowed.length > 0) return `${path} must be one of ${allowed.join(', ')}`;
   switch (issue.keyword) {
     case 'additionalProperties':
       return `${path}: unknown field "${String(issue.params.additionalProperty)}"`;

@@ -114,7 +114,7 @@ export function registerTriggerRoutes(api: Api, container: Container): void {
       },
       // No body at all is a fire without payload.
       preValidation: async (request) => {
-        if (request.body === undefined || request.body === null) request.body = {};
+        if (request.body === undefined) request.body = {};
       },
     },
     async (request, reply) => {

@@ -1,6 +1,22 @@
 import type { DbOrTx, QueryTable } from '../../storage/database.js';
+import { decodeCursor, encodeCursor, type Page } from '../../lib/cursor.js';
+import { parseJson } from '../../lib/json.js';
+import { nameContains } from '../../lib/like.js';
+import type { TagFilter } from '../search/search.schemas.js';
+import type { QueryView } from './query.schemas.js';
 
 export type QueryRow = QueryTable;
+
+export function toQueryView(row: QueryRow): QueryView {
+  return {
+    queryId: row.id,
+    name: row.name,
+    resourceType: row.resource_type,
+    filters: parseJson<TagFilter[]>(row.filters, []),
+    createdAt: row.created_at,
+    updatedAt: row.updated_at,
+  };
+}
 
 export async function findQuery(db: DbOrTx, workspaceId: string, queryId: string): Promise<QueryRow | undefined> {
   return db
@@ -9,4 +25,41 @@ export async function findQuery(db: DbOrTx, workspaceId: string, queryId: string
     .where('workspace_id', '=', workspaceId)
     .where('id', '=', queryId)
     .executeTakeFirst();
+}
+
+export async function insertQuery(db: DbOrTx, row: QueryRow): Promise<void> {
+  await db.insertInto('queries').values(row).execute();
+}
+
+export async function updateQuery(db: DbOrTx, queryId: string, changes: Partial<QueryRow>): Promise<void> {
+  await db.updateTable('queries').set(changes).where('id', '=', queryId).execute();
+}
+
+/** Saved queries have no history to keep: deleting one removes the row. */
+export async function deleteQueryRow(db: DbOrTx, workspaceId: string, queryId: string): Promise<void> {
+  await db.deleteFrom('queries').where('workspace_id', '=', workspaceId).where('id', '=', queryId).execute();
+}
+
+export interface QueryListQuery {
+  q?: string;
+  resourceType?: QueryRow['resource_type'];
+  limit: number;
+  cursor?: string;
+}
+
+/** Newest first, keyset-paged on the time-ordered id (stable while rows are inserted). */
+export async function listQueries(db: DbOrTx, workspaceId: string, query: QueryListQuery): Promise<Page<QueryView>> {
+  let select = db.selectFrom('queries').selectAll().where('workspace_id', '=', workspaceId);
+  if (query.q) select = select.where(nameContains('name', query.q));
+  if (query.resourceType) select = select.where('resource_type', '=', query.resourceType);
+  if (query.cursor) {
+    const [lastId] = decodeCursor(query.cursor, 1);
+    select = select.where('id', '<', String(lastId));
+  }
+  const rows = await select.orderBy('id', 'desc').limit(query.limit + 1).execute();
+  const page = rows.slice(0, query.limit);
+  return {
+    data: page.map(toQueryView),
+    nextCursor: rows.length > query.limit ? encodeCursor([page[page.length - 1].id]) : null,
+  };
 }

@@ -120,6 +120,11 @@ export async function changeTrigger(
     if (body.queryId !== undefined) {
       await requireQuery(db, ctx.workspaceId, body.queryId);
       changes.query_id = body.queryId;
+    } else if (body.active === true && row.active === 0 && row.query_id) {
+      // The query may have been deleted while the trigger was off (deleting is allowed then).
+      if (!(await findQuery(db, ctx.workspaceId, row.query_id))) {
+        throw invalidRequest('the saved query of this trigger was deleted; send a new body.queryId to activate it');
+      }
     }
     if (body.schedule !== undefined) {
       const schedule = body.schedule === null ? null : storedSchedule(body.schedule, now);

@@ -1,0 +1,122 @@
+/**
+ * `carepath admin blueprint …`: import a blueprint file (validated; every problem reported at
+ * once, each naming its node, link or automation), export the current version, list them.
+ * Importing a name the workspace already has makes its next version (DESIGN §6).
+ */
+import { readFile } from 'node:fs/promises';
+import { basename } from 'node:path';
+import type { Container } from '../../container.js';
+import { parseBlueprintFile } from '../../modules/blueprints/blueprint.parse.js';
+import { validateBlueprint } from '../../modules/blueprints/blueprint.validate.js';
+import {
+  findBlueprint,
+  importBlueprint,
+  listDiagrams,
+  loadBlueprintGraph,
+  type DiagramSummary,
+} from '../../modules/diagrams/diagram.repository.js';
+import { CommandError } from '../errors.js';
+import { requireWorkspace, requiredFlag, writeJson, type AdminCommand } from './command.js';
+
+export interface BlueprintImportArgs {
+  file: string;
+  workspaceId: string;
+}
+
+export interface BlueprintImported {
+  id: string;
+  name: string;
+  version: number;
+}
+
+async function readBlueprintFile(file: string): Promise<string> {
+  try {
+    return await readFile(file, 'utf8');
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    const reason = code === 'ENOENT' ? 'no such file' : code === 'EISDIR' ? 'it is a folder' : (error as Error).message;
+    throw new CommandError(`cannot read ${file}: ${reason}`);
+  }
+}
+
+/** Throws BlueprintError (with `.problems`) when the file is not a valid blueprint. */
+export async function blueprintImport(container: Container, args: BlueprintImportArgs): Promise<BlueprintImported> {
+  await requireWorkspace(container, args.workspaceId);
+  const text = await readBlueprintFile(args.file);
+  const blueprint = validateBlueprint(parseBlueprintFile(text, basename(args.file)));
+  const at = container.clock.now().toISOString();
+  // One transaction: a new version row and the diagram's version number move together.
+  return container.db.transaction().execute((tx) => importBlueprint(tx, args.workspaceId, blueprint, at));
+}
+
+/** The current version's blueprint, as it was imported. */
+export async function blueprintExport(
+  container: Container,
+  args: { blueprintId: string; workspaceId: string },
+): Promise<unknown> {
+  await requireWorkspace(container, args.workspaceId);
+  const blueprint = await findBlueprint(container.db, args.workspaceId, args.blueprintId);
+  const graph = blueprint ? await loadBlueprintGraph(container.db, blueprint.id, blueprint.version) : null;
+  if (!graph) throw new CommandError(`no blueprint has the id "${args.blueprintId}" in workspace ${args.workspaceId}`);
+  return graph;
+}
+
+/** Every blueprint of the workspace, newest first. */
+export async function blueprintList(container: Container, args: { workspaceId: string }): Promise<DiagramSummary[]> {
+  await requireWorkspace(container, args.workspaceId);
+  const all: DiagramSummary[] = [];
+  let cursor: string | undefined;
+  do {
+    const page = await listDiagrams(container.db, args.workspaceId, { type: 'blueprint', limit: 100, cursor });
+    all.push(...page.data);
+    cursor = page.nextCursor ?? undefined;
+  } while (cursor);
+  return all;
+}
+
+const importCommand: AdminCommand<BlueprintImportArgs> = {
+  noun: 'blueprint',
+  verb: 'import',
+  synopsis: '<file.json|file.yaml> --workspace <workspaceId> [--json]',
+  flags: ['workspace'],
+  positionals: ['file'],
+  parse: (input) => ({ file: input.positionals[0], workspaceId: requiredFlag(input, 'workspace', 'workspaceId') }),
+  async execute(container, args, out, json) {
+    const imported = await blueprintImport(container, args);
+    if (json) return writeJson(out, imported);
+    await out.write(`Blueprint "${imported.name}" imported as version ${imported.version}: ${imported.id}\n`);
+  },
+};
+
+const exportCommand: AdminCommand<{ blueprintId: string; workspaceId: string }> = {
+  noun: 'blueprint',
+  verb: 'export',
+  synopsis: '<blueprintId> --workspace <workspaceId>',
+  flags: ['workspace'],
+  positionals: ['blueprintId'],
+  parse: (input) => ({ blueprintId: input.positionals[0], workspaceId: requiredFlag(input, 'workspace', 'workspaceId') }),
+  async execute(container, args, out) {
+    // Indented either way: the output is a file meant to be edited and imported again.
+    await out.write(`${JSON.stringify(await blueprintExport(container, args), null, 2)}\n`);
+  },
+};
+
+const listCommand: AdminCommand<{ workspaceId: string }> = {
+  noun: 'blueprint',
+  verb: 'list',
+  synopsis: '--workspace <workspaceId> [--json]',
+  flags: ['workspace'],
+  positionals: [],
+  parse: (input) => ({ workspaceId: requiredFlag(input, 'workspace', 'workspaceId') }),
+  async execute(container, args, out, json) {
+    const blueprints = await blueprintList(container, args);
+    if (json) return writeJson(out, blueprints);
+    if (blueprints.length === 0) return out.write('No blueprints in this workspace.\n');
+    for (const blueprint of blueprints) {
+      const tags = blueprint.tags.length > 0 ? `  [${blueprint.tags.join(', ')}]` : '';
+      await out.write(`${blueprint.id}  ${blueprint.name}  v${blueprint.version}  updated ${blueprint.updatedAt}${tags}\n`);
+    }
+  },
+};
+
+export const blueprintCommands: AdminCommand[] = [importCommand, exportCommand, listCommand];

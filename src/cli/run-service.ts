@@ -1,0 +1,64 @@
+/**
+ * `carepath serve | api | worker`: the long-running commands. Each is the same life cycle with
+ * different parts switched on (DESIGN §1): serve = HTTP + background services + the demo seed,
+ * api = HTTP alone, worker = background services alone.
+ */
+import type { Config } from '../config.js';
+import { createContainer } from '../container.js';
+import { startBackgroundServices, type RunningService } from '../background.js';
+import { shutdownSignal, startServer, type RunningServer } from '../server.js';
+import { demoNotice, seedDemoIfEmpty } from './demo-seed.js';
+
+export interface ServiceParts {
+  http: boolean;
+  background: boolean;
+  /** Seed a demo on an empty store (serve only: scaled-out processes never invent tenants). */
+  seedDemo: boolean;
+}
+
+export const SERVICE_PARTS = {
+  serve: { http: true, background: true, seedDemo: true },
+  api: { http: true, background: false, seedDemo: false },
+  worker: { http: false, background: true, seedDemo: false },
+} as const satisfies Record<string, ServiceParts>;
+
+/** Runs each step even when an earlier one failed, then reports the first failure. */
+async function stopInOrder(steps: (() => Promise<void>)[]): Promise<void> {
+  let failure: unknown = null;
+  for (const step of steps) {
+    try {
+      await step();
+    } catch (error) {
+      failure ??= error;
+    }
+  }
+  if (failure) throw failure;
+}
+
+/** Runs until SIGINT/SIGTERM, then stops gracefully; `print` writes the demo notice to stdout. */
+export async function runService(config: Config, parts: ServiceParts, print: (text: string) => void): Promise<void> {
+  // Listen for signals before starting, so one that arrives during start-up still stops cleanly.
+  const stopping = shutdownSignal();
+  const container = await createContainer(config);
+  let server: RunningServer | null = null;
+  let background: RunningService | null = null;
+  try {
+    if (parts.http) server = await startServer(container);
+    // Seeded after listening succeeds: a port already in use must not swallow the only copy of the key.
+    const seed = parts.seedDemo ? await seedDemoIfEmpty(container) : null;
+    if (seed) print(demoNotice(seed, config.publicUrl));
+    if (parts.background) background = await startBackgroundServices(container);
+    if (!parts.http) container.logger.info('carepath worker running');
+    // Signal listeners do not keep Node running: a worker whose services are all idle (or that
+    // has none) would otherwise end here. This timer holds the process until the signal.
+    const holdOpen = setInterval(() => undefined, 60 * 60 * 1000);
+    const signal = await stopping.finally(() => clearInterval(holdOpen));
+    container.logger.info({ signal }, 'carepath stopping');
+  } finally {
+    await stopInOrder([
+      async () => server?.close(),
+      async () => background?.stop(),
+      () => container.close(),
+    ]);
+  }
+}

@@ -1,0 +1,83 @@
+import { Type } from '@sinclair/typebox';
+import type { Api } from '../types.js';
+import type { Container } from '../../container.js';
+import { IdParams, ListEnvelope, commonErrors, ErrorBody } from '../schemas/common.js';
+import { CreateQueryBody, ListQueriesQuery, QueryView, UpdateQueryBody } from '../../modules/queries/query.schemas.js';
+import { findQuery, listQueries, toQueryView } from '../../modules/queries/query.repository.js';
+import { changeQuery, createQuery, deleteQuery } from '../../modules/queries/query.service.js';
+import { notFound } from '../../lib/errors.js';
+
+const QueryParams = IdParams('queryId');
+
+export function registerQueryRoutes(api: Api, container: Container): void {
+  const now = () => container.clock.now();
+  const tags = ['Queries'];
+
+  api.post(
+    '/v1/queries',
+    {
+      config: { scope: 'queries:write' },
+      schema: { tags, summary: 'Save a query', body: CreateQueryBody, response: { 201: QueryView, ...commonErrors } },
+    },
+    async (request, reply) => reply.code(201).send(await createQuery(container.db, request.ctx, request.body, now())),
+  );
+
+  api.get(
+    '/v1/queries',
+    {
+      config: { scope: 'queries:read' },
+      schema: {
+        tags,
+        summary: 'List saved queries, newest first',
+        querystring: ListQueriesQuery,
+        response: { 200: ListEnvelope(QueryView), ...commonErrors },
+      },
+    },
+    async (request) => listQueries(container.db, request.ctx.workspaceId, { ...request.query, limit: request.query.limit ?? 25 }),
+  );
+
+  api.get(
+    '/v1/queries/:queryId',
+    {
+      config: { scope: 'queries:read' },
+      schema: { tags, summary: 'Get a saved query', params: QueryParams, response: { 200: QueryView, ...commonErrors } },
+    },
+    async (request) => {
+      const row = await findQuery(container.db, request.ctx.workspaceId, request.params.queryId);
+      if (!row) throw notFound('query');
+      return toQueryView(row);
+    },
+  );
+
+  api.patch(
+    '/v1/queries/:queryId',
+    {
+      config: { scope: 'queries:write' },
+      schema: {
+        tags,
+        summary: 'Update a saved query (partial)',
+        params: QueryParams,
+        body: UpdateQueryBody,
+        response: { 200: QueryView, ...commonErrors },
+      },
+    },
+    async (request) => changeQuery(container.db, request.ctx, request.params.queryId, request.body, now()),
+  );
+
+  api.delete(
+    '/v1/queries/:queryId',
+    {
+      config: { scope: 'queries:write' },
+      schema: {
+        tags,
+        summary: 'Delete a saved query (409 while an active trigger uses it)',
+        params: QueryParams,
+        response: { 204: Type.Null(), ...commonErrors, 409: ErrorBody },
+      },
+    },
+    async (request, reply) => {
+      await deleteQuery(container.db, request.ctx, request.params.queryId);
+      return reply.code(204).send(null);
+    },
+  );
+}

@@ -1,0 +1,104 @@
+import { Type } from '@sinclair/typebox';
+import type { Api } from '../types.js';
+import type { Container } from '../../container.js';
+import { IdParams, commonErrors } from '../schemas/common.js';
+import {
+  CreateWebhookBody,
+  CreatedWebhook,
+  UpdateWebhookBody,
+  WebhookView,
+} from '../../modules/webhooks/webhook.schemas.js';
+import { findWebhook, listWebhooks, toWebhookView } from '../../modules/webhooks/webhook.repository.js';
+import { changeWebhook, createWebhook, deleteWebhook } from '../../modules/webhooks/webhook.service.js';
+import { createSecretBox } from '../../lib/secret-box.js';
+import { notFound } from '../../lib/errors.js';
+
+const WebhookParams = IdParams('webhookId');
+
+/**
+ * Managing webhook endpoints (API key, webhooks:read / webhooks:write). Deliveries to an
+ * endpoint's URL are another route, outside the API-key context: they are signed instead.
+ */
+export function registerWebhookRoutes(api: Api, container: Container): void {
+  const now = () => container.clock.now();
+  const { publicUrl } = container.config;
+  const deps = { db: container.db, box: createSecretBox(container.config.secretKey), publicUrl };
+  const tags = ['Webhook endpoints'];
+
+  api.post(
+    '/v1/webhooks',
+    {
+      config: { scope: 'webhooks:write' },
+      schema: {
+        tags,
+        summary: 'Create a webhook endpoint; its secret is shown only in this answer',
+        description:
+          '`auth` is `signature` (default: deliveries carry `X-Service-Signature`) or `bearer` (the secret is sent as ' +
+          '`Authorization: Bearer <secret>`, for systems that cannot sign). It cannot be changed later.',
+        body: CreateWebhookBody,
+        response: { 201: CreatedWebhook, ...commonErrors },
+      },
+    },
+    async (request, reply) => reply.code(201).send(await createWebhook(deps, request.ctx, request.body, now())),
+  );
+
+  api.get(
+    '/v1/webhooks',
+    {
+      config: { scope: 'webhooks:read' },
+      schema: {
+        tags,
+        summary: 'List webhook endpoints, newest first (no secrets)',
+        // The spec's list is a bare array without paging: it takes no parameters, and refuses unknown ones.
+        querystring: Type.Object({}, { additionalProperties: false }),
+        response: { 200: Type.Array(WebhookView), ...commonErrors },
+      },
+    },
+    async (request) => (await listWebhooks(container.db, request.ctx.workspaceId)).map((row) => toWebhookView(row, publicUrl)),
+  );
+
+  api.get(
+    '/v1/webhooks/:webhookId',
+    {
+      config: { scope: 'webhooks:read' },
+      schema: { tags, summary: 'Get a webhook endpoint (no secret)', params: WebhookParams, response: { 200: WebhookView, ...commonErrors } },
+    },
+    async (request) => {
+      const row = await findWebhook(container.db, request.ctx.workspaceId, request.params.webhookId);
+      if (!row) throw notFound('webhook endpoint');
+      return toWebhookView(row, publicUrl);
+    },
+  );
+
+  api.patch(
+    '/v1/webhooks/:webhookId',
+    {
+      config: { scope: 'webhooks:write' },
+      schema: {
+        tags,
+        summary: 'Rename, activate or deactivate a webhook endpoint',
+        params: WebhookParams,
+        body: UpdateWebhookBody,
+        response: { 200: WebhookView, ...commonErrors },
+      },
+    },
+    async (request) => changeWebhook(deps, request.ctx, request.params.webhookId, request.body, now()),
+  );
+
+  api.delete(
+    '/v1/webhooks/:webhookId',
+    {
+      config: { scope: 'webhooks:write' },
+      schema: {
+        tags,
+        summary: 'Delete a webhook endpoint; deliveries to it are refused from then on',
+        params: WebhookParams,
+        response: { 204: Type.Null(), ...commonErrors },
+      },
+    },
+    async (request, reply) => {
+      await deleteWebhook(container.db, request.ctx, request.params.webhookId, now());
+      return reply.code(204).send(null);
+    },
+  );
+}

@@ -1,0 +1,53 @@
+/**
+ * Saved queries: the rules beyond the schemas. A query that a live, active trigger still runs
+ * cannot be deleted (409 `query_in_use`); deactivate or delete the trigger first.
+ */
+import type { Db } from '../../storage/database.js';
+import type { RequestContext } from '../../auth/context.js';
+import { ApiError, notFound } from '../../lib/errors.js';
+import { uuidv7 } from '../../lib/ids.js';
+import { queryInUse } from '../triggers/trigger.repository.js';
+import type { CreateQueryBody, QueryView, UpdateQueryBody } from './query.schemas.js';
+import { deleteQueryRow, findQuery, insertQuery, toQueryView, updateQuery, type QueryRow } from './query.repository.js';
+
+export async function createQuery(db: Db, ctx: RequestContext, body: CreateQueryBody, now: Date): Promise<QueryView> {
+  const at = now.toISOString();
+  const row: QueryRow = {
+    id: uuidv7(now.getTime()),
+    workspace_id: ctx.workspaceId,
+    name: body.name,
+    resource_type: body.resourceType,
+    filters: JSON.stringify(body.filters ?? []),
+    created_at: at,
+    updated_at: at,
+  };
+  await insertQuery(db, row);
+  return toQueryView(row);
+}
+
+export async function changeQuery(
+  db: Db,
+  ctx: RequestContext,
+  queryId: string,
+  body: UpdateQueryBody,
+  now: Date,
+): Promise<QueryView> {
+  const row = await findQuery(db, ctx.workspaceId, queryId);
+  if (!row) throw notFound('query');
+  const changes: Partial<QueryRow> = { updated_at: now.toISOString() };
+  if (body.name !== undefined) changes.name = body.name;
+  if (body.resourceType !== undefined) changes.resource_type = body.resourceType;
+  if (body.filters !== undefined) changes.filters = JSON.stringify(body.filters);
+  await updateQuery(db, queryId, changes);
+  return toQueryView({ ...row, ...changes });
+}
+
+export async function deleteQuery(db: Db, ctx: RequestContext, queryId: string): Promise<void> {
+  await db.transaction().execute(async (tx) => {
+    if (!(await findQuery(tx, ctx.workspaceId, queryId))) throw notFound('query');
+    if (await queryInUse(tx, ctx.workspaceId, queryId)) {
+      throw new ApiError('query_in_use', 'an active trigger still uses this query; deactivate or delete the trigger first');
+    }
+    await deleteQueryRow(tx, ctx.workspaceId, queryId);
+  });
+}

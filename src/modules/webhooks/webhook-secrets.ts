@@ -1,0 +1,94 @@
+/**
+ * The secrets of webhook endpoints (DESIGN §7), one row each in `webhook_secrets`:
+ *
+ * - `secret_hash`: SHA-256 hex of the secret, always. A bearer endpoint needs nothing more: the
+ *   presented token is hashed and compared.
+ * - `sealed_secret`: the secret itself, sealed by the secret box, for signature endpoints only,
+ *   because checking an HMAC needs the key. Null for bearer endpoints.
+ * - `expires_at`: null while current. A rotation gives the old rows an expiry, so senders can
+ *   switch over while both secrets verify; after it they stop verifying.
+ */
+import { randomBytes } from 'node:crypto';
+import type { Db, DbOrTx, WebhookSecretTable } from '../../storage/database.js';
+import type { SecretBox } from '../../lib/secret-box.js';
+import { invalidRequest, notFound } from '../../lib/errors.js';
+import { uuidv7 } from '../../lib/ids.js';
+import { sha256Hex } from '../../lib/json.js';
+import { findLiveWebhookById } from './webhook.repository.js';
+import type { WebhookAuth } from './webhook.schemas.js';
+
+/** `whsec_` + 32 random bytes, base64url: 256 bits, and recognisable to secret scanners. */
+export function generateWebhookSecret(): string {
+  return `whsec_${randomBytes(32).toString('base64url')}`;
+}
+
+export function hashWebhookSecret(secret: string): string {
+  return sha256Hex(secret);
+}
+
+export function newSecretRow(box: SecretBox, webhookId: string, auth: WebhookAuth, secret: string, at: Date): WebhookSecretTable {
+  return {
+    id: uuidv7(at.getTime()),
+    webhook_id: webhookId,
+    sealed_secret: auth === 'signature' ? box.seal(secret) : null,
+    secret_hash: hashWebhookSecret(secret),
+    created_at: at.toISOString(),
+    expires_at: null,
+  };
+}
+
+export async function insertSecret(db: DbOrTx, row: WebhookSecretTable): Promise<void> {
+  await db.insertInto('webhook_secrets').values(row).execute();
+}
+
+export interface ActiveSecret {
+  id: string;
+  secretHash: string;
+  /** The opened secret (signature endpoints); null for bearer endpoints, which keep only the hash. */
+  secret: string | null;
+  expiresAt: string | null;
+}
+
+/** The secrets of an endpoint that still verify at `now`, newest first. */
+export async function activeSecretsOf(db: DbOrTx, box: SecretBox, webhookId: string, now: Date): Promise<ActiveSecret[]> {
+  const at = now.toISOString();
+  const rows = await db
+    .selectFrom('webhook_secrets')
+    .select(['id', 'sealed_secret', 'secret_hash', 'expires_at'])
+    .where('webhook_id', '=', webhookId)
+    .where((eb) => eb.or([eb('expires_at', 'is', null), eb('expires_at', '>', at)]))
+    .orderBy('id', 'desc')
+    .execute();
+  return rows.map((row) => ({
+    id: row.id,
+    secretHash: row.secret_hash,
+    secret: row.sealed_secret === null ? null : box.open(row.sealed_secret),
+    expiresAt: row.expires_at,
+  }));
+}
+
+/** Makes every secret of the endpoint stop verifying at `at`, or earlier if it already would. */
+export async function expireSecrets(db: DbOrTx, webhookId: string, at: string): Promise<void> {
+  await db
+    .updateTable('webhook_secrets')
+    .set({ expires_at: at })
+    .where('webhook_id', '=', webhookId)
+    .where((eb) => eb.or([eb('expires_at', 'is', null), eb('expires_at', '>', at)]))
+    .execute();
+}
+
+/**
+ * Gives a live endpoint a new secret and returns it (shown once). The old secrets keep verifying
+ * for `overlapMs` (0 = not at all), never longer than an expiry they already had. The URL stays.
+ */
+export async function rotateSecret(db: Db, box: SecretBox, webhookId: string, overlapMs: number, now: Date): Promise<string> {
+  if (!Number.isFinite(overlapMs) || overlapMs < 0) throw invalidRequest('the overlap must be zero or more milliseconds');
+  return db.transaction().execute(async (tx) => {
+    const webhook = await findLiveWebhookById(tx, webhookId);
+    if (!webhook) throw notFound('webhook endpoint');
+    await expireSecrets(tx, webhookId, new Date(now.getTime() + overlapMs).toISOString());
+    const secret = generateWebhookSecret();
+    await insertSecret(tx, newSecretRow(box, webhookId, webhook.auth as WebhookAuth, secret, now));
+    return secret;
+  });
+}

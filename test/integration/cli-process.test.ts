@@ -1,0 +1,121 @@
+/**
+ * The `carepath` command as an operator runs it: a real process, a real port, real signals.
+ * SQLite only: what is under test is the process around the store, not the store.
+ */
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const BIN = fileURLToPath(new URL('../../bin/carepath.js', import.meta.url));
+const STARTUP_MS = 45_000;
+
+/** The parent's environment without any CAREPATH_ setting, plus the ones given. */
+function envWith(settings: Record<string, string>): NodeJS.ProcessEnv {
+  const env = Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith('CAREPATH_')));
+  return { ...env, ...settings };
+}
+
+interface Spawned {
+  child: ChildProcess;
+  stdout: () => string;
+  stderr: () => string;
+  exited: Promise<number | null>;
+}
+
+function start(args: string[], env: Record<string, string>): Spawned {
+  const child = spawn(process.execPath, [BIN, ...args], { env: envWith(env), stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout!.on('data', (chunk) => (stdout += chunk));
+  child.stderr!.on('data', (chunk) => (stderr += chunk));
+  const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
+  return { child, stdout: () => stdout, stderr: () => stderr, exited };
+}
+
+async function waitFor(spawned: Spawned, pattern: RegExp): Promise<RegExpMatchArray> {
+  const deadline = Date.now() + STARTUP_MS;
+  for (;;) {
+    const match = spawned.stdout().match(pattern);
+    if (match) return match;
+    if (spawned.child.exitCode !== null) throw new Error(`exited early:\n${spawned.stdout()}\n${spawned.stderr()}`);
+    if (Date.now() > deadline) throw new Error(`no ${pattern} in:\n${spawned.stdout()}\n${spawned.stderr()}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+/** A port nobody listens on right now: the system picks it, then lets it go for the service. */
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as { port: number };
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+describe('the carepath process [sqlite]', () => {
+  let dir: string;
+  const running: Spawned[] = [];
+
+  beforeAll(() => {
+    dir = mkdtempSync(join(tmpdir(), 'carepath-process-'));
+  });
+  afterEach(() => {
+    for (const spawned of running.splice(0)) if (spawned.child.exitCode === null) spawned.child.kill('SIGKILL');
+  });
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('admin workspace create --json prints exactly one JSON object; a failure prints only to stderr', async () => {
+    const env = { CAREPATH_DATABASE_URL: `sqlite:${join(dir, 'admin.db')}` };
+    const ok = start(['admin', 'workspace', 'create', '--tenant', 'Acme', '--name', 'Cardiology', '--json'], env);
+    running.push(ok);
+    expect(await ok.exited).toBe(0);
+    expect(ok.stdout().endsWith('\n')).toBe(true);
+    expect(ok.stdout().trim().split('\n')).toHaveLength(1);
+    const created = JSON.parse(ok.stdout());
+    expect(Object.keys(created).sort()).toEqual(['tenantId', 'workspaceId']);
+
+    const again = start(['admin', 'workspace', 'create', '--tenant', 'Acme', '--name', 'Cardiology', '--json'], env);
+    running.push(again);
+    expect(await again.exited).toBe(1);
+    expect(again.stdout()).toBe('');
+    expect(again.stderr()).toContain(created.workspaceId);
+    expect(again.stderr()).not.toMatch(/\bat .+:\d+:\d+/);
+
+    const wrong = start(['admin', 'key', 'create', '--workspace', created.workspaceId], env);
+    running.push(wrong);
+    expect(await wrong.exited).toBe(2);
+    expect(wrong.stderr()).toContain('--name <key name> is required');
+  }, 60_000);
+
+  it('serve seeds a demo once, answers the printed key over HTTP and stops with 0 on SIGTERM', async () => {
+    const port = await freePort();
+    const env = { CAREPATH_DATABASE_URL: `sqlite:${join(dir, 'serve.db')}`, CAREPATH_PORT: String(port) };
+
+    const first = start(['serve'], env);
+    running.push(first);
+    await waitFor(first, /carepath listening on http:\/\/127\.0\.0\.1:\d+/);
+    const [, key] = await waitFor(first, /curl -s \S+\/v1\/me -H 'Authorization: Bearer (cpk_staging_[0-9A-Za-z]{43})'/);
+    expect(first.stdout()).toContain(`curl -s -X POST http://127.0.0.1:${port}/v1/triggers/`);
+
+    const me = await fetch(`http://127.0.0.1:${port}/v1/me`, { headers: { authorization: `Bearer ${key}` } });
+    expect(me.status).toBe(200);
+    expect(await me.json()).toMatchObject({ keyName: 'demo key', scopes: [], environment: 'staging' });
+
+    first.child.kill('SIGTERM');
+    expect(await first.exited).toBe(0);
+    expect(first.stderr()).toBe('');
+
+    const second = start(['serve'], env);
+    running.push(second);
+    await waitFor(second, /carepath listening on/);
+    expect((await fetch(`http://127.0.0.1:${port}/healthz`)).status).toBe(200);
+    second.child.kill('SIGTERM');
+    expect(await second.exited).toBe(0);
+    expect(second.stdout()).not.toMatch(/cpk_/);
+    expect(second.stdout()).not.toContain('Demo workspace created');
+  }, 120_000);
+});

@@ -1,0 +1,148 @@
+import { expect, it } from 'vitest';
+import { describeEachStore, simpleBlueprint, type TestWorkspace } from '../helpers/test-env.js';
+
+async function fireRun(ws: TestWorkspace, blueprintId: string): Promise<string> {
+  const trigger = await ws.call('POST', '/v1/triggers', { body: { name: 'Web', sourceId: blueprintId, type: 'web' } });
+  expect(trigger.statusCode).toBe(201);
+  const run = await ws.call('POST', `/v1/triggers/${trigger.json().triggerId}`, { body: {} });
+  expect(run.statusCode).toBe(201);
+  return run.json().runId;
+}
+
+const ids = (res: { json(): { data: { id: string }[] } }) => res.json().data.map((d) => d.id);
+
+describeEachStore('diagrams', (env) => {
+  it('lists blueprints by default, newest first, with the metadata fields', async () => {
+    const ws = await env.workspace();
+    const first = await ws.importBlueprint({ ...simpleBlueprint('Post-discharge follow-up'), tags: ['discharge'] });
+    const second = await ws.importBlueprint(simpleBlueprint('Asthma review'));
+    await fireRun(ws, first.id);
+
+    const res = await ws.call('GET', '/v1/diagrams');
+    expect(res.statusCode).toBe(200);
+    expect(ids(res)).toEqual([second.id, first.id]);
+    expect(res.json().nextCursor).toBeNull();
+    const blueprint = res.json().data[1];
+    expect(Object.keys(blueprint).sort()).toEqual(['createdAt', 'id', 'name', 'tags', 'type', 'updatedAt', 'version']);
+    expect(blueprint).toMatchObject({ id: first.id, type: 'blueprint', name: 'Post-discharge follow-up', version: 1, tags: ['discharge'] });
+  });
+
+  it('lists the instance of every run, and the instances of one blueprint', async () => {
+    const ws = await env.workspace();
+    const a = await ws.importBlueprint(simpleBlueprint('A pathway'));
+    const b = await ws.importBlueprint(simpleBlueprint('B pathway'));
+    const runA1 = await fireRun(ws, a.id);
+    const runB = await fireRun(ws, b.id);
+    const runA2 = await fireRun(ws, a.id);
+
+    const instances = await ws.call('GET', '/v1/diagrams?type=instance');
+    expect(ids(instances)).toEqual([runA2, runB, runA1]);
+    expect(instances.json().data[0]).toMatchObject({ id: runA2, type: 'instance', name: 'A pathway', sourceId: a.id, version: 1 });
+
+    const ofA = await ws.call('GET', `/v1/diagrams?type=instance&sourceId=${a.id}`);
+    expect(ids(ofA)).toEqual([runA2, runA1]);
+    // sourceId alone means instances: a blueprint has no source.
+    const implied = await ws.call('GET', `/v1/diagrams?sourceId=${b.id}`);
+    expect(ids(implied)).toEqual([runB]);
+    const contradictory = await ws.call('GET', `/v1/diagrams?type=blueprint&sourceId=${a.id}`);
+    expect(contradictory.statusCode).toBe(400);
+    expect(contradictory.json()).toMatchObject({ code: 'invalid_request', requestId: expect.any(String) });
+    expect(contradictory.json().error).toContain('sourceId');
+  });
+
+  it('searches names in any case, with % and _ taken literally', async () => {
+    const ws = await env.workspace();
+    const copd = await ws.importBlueprint(simpleBlueprint('COPD exacerbation'));
+    await ws.importBlueprint(simpleBlueprint('Heart failure'));
+    const odd = await ws.importBlueprint(simpleBlueprint('Week_1 100% plan'));
+    expect(ids(await ws.call('GET', '/v1/diagrams?q=copd'))).toEqual([copd.id]);
+    expect(ids(await ws.call('GET', `/v1/diagrams?q=${encodeURIComponent('_1 100%')}`))).toEqual([odd.id]);
+    expect(ids(await ws.call('GET', '/v1/diagrams?q=nothing-like-this'))).toEqual([]);
+  });
+
+  it('gets one diagram: a blueprint without sourceId, an instance with it', async () => {
+    const ws = await env.workspace();
+    const blueprint = await ws.importBlueprint(simpleBlueprint('Pathway'));
+    const runId = await fireRun(ws, blueprint.id);
+
+    const got = await ws.call('GET', `/v1/diagrams/${blueprint.id}`);
+    expect(got.statusCode).toBe(200);
+    expect(got.json()).toMatchObject({ id: blueprint.id, type: 'blueprint', name: 'Pathway', version: 1, tags: [] });
+    expect(got.json()).not.toHaveProperty('sourceId');
+
+    const instance = await ws.call('GET', `/v1/diagrams/${runId}`);
+    expect(instance.statusCode).toBe(200);
+    expect(instance.json()).toMatchObject({ id: runId, type: 'instance', name: 'Pathway', sourceId: blueprint.id, version: 1 });
+  });
+
+  it('shows the new version of a re-imported blueprint; its instances keep theirs', async () => {
+    const ws = await env.workspace();
+    const v1 = await ws.importBlueprint(simpleBlueprint('Versioned'));
+    const runId = await fireRun(ws, v1.id);
+    const v2 = await ws.importBlueprint(simpleBlueprint('Versioned'));
+    expect(v2).toMatchObject({ id: v1.id, version: 2 });
+    expect((await ws.call('GET', `/v1/diagrams/${v1.id}`)).json().version).toBe(2);
+    expect((await ws.call('GET', `/v1/diagrams/${runId}`)).json().version).toBe(1);
+  });
+
+  it('answers 404 for unknown ids, ids of another workspace and ids that are not UUIDs', async () => {
+    const ws = await env.workspace();
+    const other = await env.workspace();
+    const theirs = await other.importBlueprint(simpleBlueprint('Theirs'));
+    for (const id of [theirs.id, '0190a8c2-7f8e-7b3a-9c1d-2e4f5a6b7c8d', 'not-a-uuid']) {
+      const res = await ws.call('GET', `/v1/diagrams/${id}`);
+      expect(res.statusCode).toBe(404);
+      expect(res.json()).toMatchObject({ code: 'not_found', requestId: expect.any(String) });
+    }
+    expect((await ws.call('GET', '/v1/diagrams')).json().data).toEqual([]);
+  });
+
+  it('pages with limit and cursor', async () => {
+    const ws = await env.workspace();
+    const made: string[] = [];
+    for (let i = 0; i < 5; i++) made.push((await ws.importBlueprint(simpleBlueprint(`Pathway ${i}`))).id);
+    const seen: string[] = [];
+    let cursor: string | null = null;
+    do {
+      const res = await ws.call('GET', `/v1/diagrams?limit=2${cursor ? `&cursor=${cursor}` : ''}`);
+      expect(res.statusCode).toBe(200);
+      expect(res.json().data.length).toBeLessThanOrEqual(2);
+      seen.push(...ids(res));
+      cursor = res.json().nextCursor;
+    } while (cursor);
+    expect(seen).toEqual([...made].reverse());
+  });
+
+  it('refuses out-of-range and unknown query parameters', async () => {
+    const ws = await env.workspace();
+    for (const [query, field] of [
+      ['limit=0', 'querystring.limit'],
+      ['limit=101', 'querystring.limit'],
+      ['type=template', 'querystring.type'],
+      ['sourceId=nope', 'querystring.sourceId'],
+      ['color=red', 'color'],
+    ]) {
+      const res = await ws.call('GET', `/v1/diagrams?${query}`);
+      expect(res.statusCode, query).toBe(400);
+      expect(res.json().code).toBe('invalid_request');
+      expect(res.json().error).toContain(field);
+    }
+    const badCursor = await ws.call('GET', '/v1/diagrams?cursor=not-a-cursor');
+    expect(badCursor.statusCode).toBe(400);
+    expect(badCursor.json().code).toBe('invalid_cursor');
+  });
+
+  it('needs diagrams:read', async () => {
+    const ws = await env.workspace();
+    const blueprint = await ws.importBlueprint(simpleBlueprint('Scoped'));
+    const without = await ws.keyWith(['triggers:read']);
+    const reader = await ws.keyWith(['diagrams:read']);
+    for (const url of ['/v1/diagrams', `/v1/diagrams/${blueprint.id}`]) {
+      const refused = await ws.call('GET', url, { key: without.key });
+      expect(refused.statusCode).toBe(403);
+      expect(refused.json().code).toBe('insufficient_scope');
+      expect(refused.json().error).toContain('diagrams:read');
+      expect((await ws.call('GET', url, { key: reader.key })).statusCode).toBe(200);
+    }
+  });
+});
