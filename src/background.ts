@@ -4,6 +4,9 @@
  * `carepath api` starts none. A part adds itself to `backgroundServices`.
  */
 import type { Container } from './container.js';
+import { deliveryProcessorService } from './modules/deliveries/delivery-processor.service.js';
+import { schedulerService } from './modules/scheduling/scheduler.service.js';
+import { engineWorkerService } from './engine/worker-service.js';
 
 export interface RunningService {
   /** Stops taking new work and waits for work in hand to reach a safe point. */
@@ -15,13 +18,13 @@ export interface BackgroundService {
   start(container: Container): Promise<RunningService>;
 }
 
-export const backgroundServices: BackgroundService[] = [];
+export const backgroundServices: BackgroundService[] = [deliveryProcessorService(), schedulerService(), engineWorkerService];
 
 export async function startBackgroundServices(container: Container): Promise<RunningService> {
   const running: { name: string; service: RunningService }[] = [];
   for (const service of backgroundServices) {
     running.push({ name: service.name, service: await service.start(container) });
-    container.logger.info({ service: service.name }, 'background service started');
+    container.logger.info({ component: service.name }, 'background service started');
   }
   return {
     async stop() {
