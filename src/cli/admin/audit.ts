@@ -4,9 +4,7 @@
  */
 import { DateTime } from 'luxon';
 import type { Container } from '../../container.js';
-import type { AuditEvent } from '../../modules/audit/audit.repository.js';
-import { parseJson } from '../../lib/json.js';
-import type { DbOrTx } from '../../storage/database.js';
+import { listAuditEventsAfter, type AuditEvent } from '../../modules/audit/audit.repository.js';
 import { UsageError } from '../errors.js';
 import { optionalFlag, requireWorkspace, requiredFlag, type AdminCommand } from './command.js';
 
@@ -26,35 +24,6 @@ export function parseSince(text: string): string {
 }
 
 /**
- * One page in id order. The repository's listAuditEvents pages newest first for the API; an
- * export reads forward, so it keeps its own ascending keyset query here.
- */
-async function auditPageAfter(
-  db: DbOrTx,
-  workspaceId: string,
-  since: string | undefined,
-  afterId: string | undefined,
-): Promise<AuditEvent[]> {
-  let select = db.selectFrom('audit_events').selectAll().where('workspace_id', '=', workspaceId);
-  if (since) select = select.where('at', '>=', since);
-  if (afterId) select = select.where('id', '>', afterId);
-  const rows = await select.orderBy('id', 'asc').limit(PAGE_SIZE).execute();
-  return rows.map((row) => ({
-    id: row.id,
-    at: row.at,
-    action: row.action,
-    requestId: row.request_id,
-    keyId: row.key_id,
-    keyName: row.key_name,
-    workspaceId: row.workspace_id,
-    resourceType: row.resource_type,
-    resourceId: row.resource_id,
-    outcome: row.outcome,
-    details: parseJson<Record<string, unknown>>(row.details, {}),
-  }));
-}
-
-/**
  * Yields every matching event, oldest first: in id order, the API's order reversed. Ids are
  * UUID v7 made as each event is written, so id order is write order and the keyset query rides
  * the (workspace_id, id) index however large the table.
@@ -63,7 +32,7 @@ export async function* auditExport(container: Container, args: AuditExportArgs):
   await requireWorkspace(container, args.workspaceId);
   let afterId: string | undefined;
   for (;;) {
-    const page = await auditPageAfter(container.db, args.workspaceId, args.since, afterId);
+    const page = await listAuditEventsAfter(container.db, args.workspaceId, { since: args.since, afterId, limit: PAGE_SIZE });
     yield* page;
     if (page.length < PAGE_SIZE) return;
     afterId = page[page.length - 1].id;

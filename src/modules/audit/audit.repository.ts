@@ -1,4 +1,4 @@
-import type { DbOrTx } from '../../storage/database.js';
+import type { AuditEventTable, DbOrTx } from '../../storage/database.js';
 import type { RequestContext } from '../../auth/context.js';
 import { uuidv7 } from '../../lib/ids.js';
 import { decodeCursor, encodeCursor, type Page } from '../../lib/cursor.js';
@@ -80,19 +80,36 @@ export async function listAuditEvents(db: DbOrTx, workspaceId: string, query: Au
   const rows = await select.orderBy('id', 'desc').limit(query.limit + 1).execute();
   const page = rows.slice(0, query.limit);
   return {
-    data: page.map((row) => ({
-      id: row.id,
-      at: row.at,
-      action: row.action,
-      requestId: row.request_id,
-      keyId: row.key_id,
-      keyName: row.key_name,
-      workspaceId: row.workspace_id,
-      resourceType: row.resource_type,
-      resourceId: row.resource_id,
-      outcome: row.outcome,
-      details: parseJson<Record<string, unknown>>(row.details, {}),
-    })),
+    data: page.map(toAuditEvent),
     nextCursor: rows.length > query.limit ? encodeCursor([page[page.length - 1].id]) : null,
+  };
+}
+
+/** One page in write order (oldest first) after an id: what an export reads forward with. */
+export async function listAuditEventsAfter(
+  db: DbOrTx,
+  workspaceId: string,
+  query: { since?: string; afterId?: string; limit: number },
+): Promise<AuditEvent[]> {
+  let select = db.selectFrom('audit_events').selectAll().where('workspace_id', '=', workspaceId);
+  if (query.since) select = select.where('at', '>=', query.since);
+  if (query.afterId) select = select.where('id', '>', query.afterId);
+  const rows = await select.orderBy('id', 'asc').limit(query.limit).execute();
+  return rows.map(toAuditEvent);
+}
+
+function toAuditEvent(row: AuditEventTable): AuditEvent {
+  return {
+    id: row.id,
+    at: row.at,
+    action: row.action,
+    requestId: row.request_id,
+    keyId: row.key_id,
+    keyName: row.key_name,
+    workspaceId: row.workspace_id,
+    resourceType: row.resource_type,
+    resourceId: row.resource_id,
+    outcome: row.outcome,
+    details: parseJson<Record<string, unknown>>(row.details, {}),
   };
 }
