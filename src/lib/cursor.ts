@@ -1,3 +1,4 @@
+import { sql, type RawBuilder } from 'kysely';
 import { ApiError } from './errors.js';
 
 /**
@@ -27,4 +28,29 @@ export function decodeCursor(cursor: string, arity: number): (string | number)[]
 export interface Page<T> {
   data: T[];
   nextCursor: string | null;
+}
+
+/**
+ * Newest-first keyset paging over a time-ordered `id` (UUID v7): applies the cursor, reads one
+ * row more than the page to know whether another page follows, and maps the rows. Every list
+ * endpoint pages this way, so rows inserted while a client pages never shift or repeat items.
+ */
+export async function newestFirstPage<Row extends { id: string }, T>(
+  select: {
+    where(lhs: RawBuilder<string>, op: '<', rhs: string): typeof select;
+    orderBy(ref: RawBuilder<string>, direction: 'desc'): typeof select;
+    limit(n: number): typeof select;
+    execute(): Promise<Row[]>;
+  },
+  query: { limit: number; cursor?: string },
+  toItem: (row: Row) => T,
+): Promise<Page<T>> {
+  let paged = select;
+  if (query.cursor) paged = paged.where(sql.ref<string>('id'), '<', String(decodeCursor(query.cursor, 1)[0]));
+  const rows = await paged.orderBy(sql.ref<string>('id'), 'desc').limit(query.limit + 1).execute();
+  const page = rows.slice(0, query.limit);
+  return {
+    data: page.map(toItem),
+    nextCursor: rows.length > query.limit ? encodeCursor([page[page.length - 1].id]) : null,
+  };
 }

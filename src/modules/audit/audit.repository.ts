@@ -1,7 +1,7 @@
 import type { AuditEventTable, DbOrTx } from '../../storage/database.js';
 import type { RequestContext } from '../../auth/context.js';
 import { uuidv7 } from '../../lib/ids.js';
-import { decodeCursor, encodeCursor, type Page } from '../../lib/cursor.js';
+import { newestFirstPage, type Page } from '../../lib/cursor.js';
 import { parseJson } from '../../lib/json.js';
 
 /** The actions the interface spec names, plus the ones this service adds (DESIGN §10). */
@@ -73,16 +73,7 @@ export async function listAuditEvents(db: DbOrTx, workspaceId: string, query: Au
   let select = db.selectFrom('audit_events').selectAll().where('workspace_id', '=', workspaceId);
   if (query.action) select = select.where('action', '=', query.action);
   if (query.since) select = select.where('at', '>=', query.since);
-  if (query.cursor) {
-    const [lastId] = decodeCursor(query.cursor, 1);
-    select = select.where('id', '<', String(lastId));
-  }
-  const rows = await select.orderBy('id', 'desc').limit(query.limit + 1).execute();
-  const page = rows.slice(0, query.limit);
-  return {
-    data: page.map(toAuditEvent),
-    nextCursor: rows.length > query.limit ? encodeCursor([page[page.length - 1].id]) : null,
-  };
+  return newestFirstPage(select, query, toAuditEvent);
 }
 
 /** One page in write order (oldest first) after an id: what an export reads forward with. */

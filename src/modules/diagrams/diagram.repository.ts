@@ -1,7 +1,7 @@
 import { sql } from 'kysely';
 import type { DbOrTx } from '../../storage/database.js';
 import { uuidv7 } from '../../lib/ids.js';
-import { decodeCursor, encodeCursor, type Page } from '../../lib/cursor.js';
+import { newestFirstPage, type Page } from '../../lib/cursor.js';
 import { parseJson } from '../../lib/json.js';
 import { nameContains } from '../../lib/like.js';
 
@@ -156,29 +156,19 @@ export interface DiagramListQuery {
 }
 
 export async function listDiagrams(db: DbOrTx, workspaceId: string, query: DiagramListQuery): Promise<Page<DiagramSummary>> {
-  const lastId = query.cursor ? String(decodeCursor(query.cursor, 1)[0]) : null;
-  let rows: DiagramRow[];
   if (query.type === 'instance') {
     let select = db.selectFrom('runs').select(INSTANCE_COLUMNS).where('workspace_id', '=', workspaceId);
     if (query.sourceId) select = select.where('source_id', '=', query.sourceId);
     if (query.q) select = select.where(nameContains('name', query.q));
-    if (lastId) select = select.where('id', '<', lastId);
-    rows = await select.orderBy('id', 'desc').limit(query.limit + 1).execute();
-  } else {
-    let select = db
-      .selectFrom('diagrams')
-      .select(['id', 'type', 'name', 'source_id', 'version', 'tags', 'created_at', 'updated_at'])
-      .where('workspace_id', '=', workspaceId)
-      .where('type', '=', 'blueprint');
-    // Blueprints are copied from nothing: a sourceId filter matches none of them.
-    if (query.sourceId) select = select.where('source_id', '=', query.sourceId);
-    if (query.q) select = select.where(nameContains('name', query.q));
-    if (lastId) select = select.where('id', '<', lastId);
-    rows = await select.orderBy('id', 'desc').limit(query.limit + 1).execute();
+    return newestFirstPage(select, query, toDiagramSummary);
   }
-  const page = rows.slice(0, query.limit);
-  return {
-    data: page.map(toDiagramSummary),
-    nextCursor: rows.length > query.limit ? encodeCursor([page[page.length - 1].id]) : null,
-  };
+  let select = db
+    .selectFrom('diagrams')
+    .select(['id', 'type', 'name', 'source_id', 'version', 'tags', 'created_at', 'updated_at'])
+    .where('workspace_id', '=', workspaceId)
+    .where('type', '=', 'blueprint');
+  // Blueprints are copied from nothing: a sourceId filter matches none of them.
+  if (query.sourceId) select = select.where('source_id', '=', query.sourceId);
+  if (query.q) select = select.where(nameContains('name', query.q));
+  return newestFirstPage(select, query, toDiagramSummary);
 }

@@ -1,5 +1,5 @@
 import type { DbOrTx, QueryTable } from '../../storage/database.js';
-import { decodeCursor, encodeCursor, type Page } from '../../lib/cursor.js';
+import { newestFirstPage, type Page } from '../../lib/cursor.js';
 import { parseJson } from '../../lib/json.js';
 import { nameContains } from '../../lib/like.js';
 import type { TagFilter } from '../search/search.schemas.js';
@@ -52,14 +52,5 @@ export async function listQueries(db: DbOrTx, workspaceId: string, query: QueryL
   let select = db.selectFrom('queries').selectAll().where('workspace_id', '=', workspaceId);
   if (query.q) select = select.where(nameContains('name', query.q));
   if (query.resourceType) select = select.where('resource_type', '=', query.resourceType);
-  if (query.cursor) {
-    const [lastId] = decodeCursor(query.cursor, 1);
-    select = select.where('id', '<', String(lastId));
-  }
-  const rows = await select.orderBy('id', 'desc').limit(query.limit + 1).execute();
-  const page = rows.slice(0, query.limit);
-  return {
-    data: page.map(toQueryView),
-    nextCursor: rows.length > query.limit ? encodeCursor([page[page.length - 1].id]) : null,
-  };
+  return newestFirstPage(select, query, toQueryView);
 }

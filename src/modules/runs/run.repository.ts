@@ -1,5 +1,5 @@
 import type { DbOrTx } from '../../storage/database.js';
-import { decodeCursor, encodeCursor, type Page } from '../../lib/cursor.js';
+import { newestFirstPage, type Page } from '../../lib/cursor.js';
 import { RUN_VIEW_COLUMNS, toRunView, type RunView } from './run.view.js';
 import { RUN_STATUSES } from '../../engine/run-status.js';
 
@@ -27,16 +27,7 @@ export async function listRuns(db: DbOrTx, workspaceId: string, query: RunListQu
   if (query.triggerId) select = select.where('trigger_id', '=', query.triggerId);
   if (query.idempotencyKey) select = select.where('idempotency_key', '=', query.idempotencyKey);
   if (query.status) select = select.where('automation_status', '=', query.status);
-  if (query.cursor) {
-    const [lastId] = decodeCursor(query.cursor, 1);
-    select = select.where('id', '<', String(lastId));
-  }
-  const rows = await select.orderBy('id', 'desc').limit(query.limit + 1).execute();
-  const page = rows.slice(0, query.limit);
-  return {
-    data: page.map(toRunView),
-    nextCursor: rows.length > query.limit ? encodeCursor([page[page.length - 1].id]) : null,
-  };
+  return newestFirstPage(select, query, toRunView);
 }
 
 export interface TriggerRunStatus {

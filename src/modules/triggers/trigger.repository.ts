@@ -1,5 +1,5 @@
 import type { DbOrTx, TriggerTable } from '../../storage/database.js';
-import { decodeCursor, encodeCursor, type Page } from '../../lib/cursor.js';
+import { newestFirstPage, type Page } from '../../lib/cursor.js';
 import { parseJson } from '../../lib/json.js';
 import type { TriggerView } from './trigger.schemas.js';
 import { Coalescer } from '../../lib/coalescer.js';
@@ -122,16 +122,7 @@ export async function listTriggers(db: DbOrTx, workspaceId: string, query: Trigg
   if (query.type) select = select.where('type', '=', query.type);
   if (query.active !== undefined) select = select.where('active', '=', query.active ? 1 : 0);
   if (query.sourceId) select = select.where('source_id', '=', query.sourceId);
-  if (query.cursor) {
-    const [lastId] = decodeCursor(query.cursor, 1);
-    select = select.where('id', '<', String(lastId));
-  }
-  const rows = await select.orderBy('id', 'desc').limit(query.limit + 1).execute();
-  const page = rows.slice(0, query.limit);
-  return {
-    data: page.map(toTriggerView),
-    nextCursor: rows.length > query.limit ? encodeCursor([page[page.length - 1].id]) : null,
-  };
+  return newestFirstPage(select, query, toTriggerView);
 }
 
 /** Whether any live, active trigger still uses a saved query (DESIGN: delete → 409 query_in_use). */
