@@ -7,6 +7,8 @@ import { markdownReporter, type BenchSuite } from './reporter.js';
 
 const suites: Record<string, () => Promise<{ default: BenchSuite }>> = {
   fire: () => import('./fire.js'),
+  engine: () => import('./engine.js'),
+  ingestion: () => import('./ingestion.js'),
 };
 
 const only = process.argv.slice(2);

@@ -6,6 +6,7 @@ import { findRun } from '../modules/runs/run.repository.js';
 import type { RunView } from '../modules/runs/run.view.js';
 import { isTerminal, type RunStatus } from './run-status.js';
 import { setRunStatus } from './run-transitions.js';
+import { interruptWaits } from './sql/interrupt-waits.js';
 
 /**
  * What the API may do to a run (DESIGN §5). Each action reads the run, guards its state, writes
@@ -60,6 +61,8 @@ export async function applyRunAction(
       if ('unchanged' in decision) return { run, changed: false };
       const moved = await setRunStatus(tx, { runId, from: run.automationStatus as RunStatus, to: decision.to, at });
       if (!moved) return null;
+      // A cancel interrupts any wait; a pause leaves waits and timers to resume (timers.ts).
+      if (decision.to === 'canceled') await interruptWaits(tx, runId, at, 'the run was canceled');
       await recordAudit(tx, ctx, at, [
         { action: `run.${action}`, resourceType: 'run', resourceId: runId, details: { from: run.automationStatus, to: decision.to } },
       ]);

@@ -1,11 +1,15 @@
 import type { DbOrTx } from '../storage/database.js';
 import type { RunStatus } from './run-status.js';
+import type { Lease } from './sql/lease.js';
 
 /**
  * The one write that changes a run's status. It is guarded by the status the caller read
  * (compare-and-set), so two processes acting on one run cannot both win; the loser sees `false`
  * and reads again. The run's Pathway record follows: its status tag is swapped in the same
  * transaction, so search never sees a run in two states.
+ *
+ * The engine adds a guard of its own: `endLease` makes the write conditional on the worker's
+ * lease still being current (fencing) and ends that lease with it.
  */
 export async function setRunStatus(
   db: DbOrTx,
@@ -15,30 +19,45 @@ export async function setRunStatus(
     to: RunStatus;
     at: string;
     error?: { message: string; nodeId: string } | null;
+    endLease?: Pick<Lease, 'owner' | 'fence'>;
   },
 ): Promise<boolean> {
-  const result = await db
+  let update = db
     .updateTable('runs')
     .set({
       automation_status: change.to,
       updated_at: change.at,
       ...(change.error !== undefined ? { error: change.error ? JSON.stringify(change.error) : null } : {}),
+      ...(change.endLease ? { lease_owner: null } : {}),
     })
     .where('id', '=', change.runId)
-    .where('automation_status', '=', change.from)
-    .executeTakeFirst();
-  if (Number(result.numUpdatedRows) !== 1) return false;
-  if (change.from !== change.to) {
-    await db.deleteFrom('record_tags').where('record_id', '=', change.runId).where('tag', '=', change.from).execute();
-    const record = await db.selectFrom('records').select('workspace_id').where('id', '=', change.runId).executeTakeFirst();
-    if (record) {
-      await db
-        .insertInto('record_tags')
-        .values({ record_id: change.runId, workspace_id: record.workspace_id, tag: change.to })
-        .onConflict((oc) => oc.columns(['record_id', 'tag']).doNothing())
-        .execute();
-      await db.updateTable('records').set({ updated_at: change.at }).where('id', '=', change.runId).execute();
-    }
+    .where('automation_status', '=', change.from);
+  if (change.endLease) {
+    update = update.where('lease_owner', '=', change.endLease.owner).where('lease_fence', '=', change.endLease.fence);
   }
+  const result = await update.executeTakeFirst();
+  if (Number(result.numUpdatedRows) !== 1) return false;
+  if (change.from !== change.to) await swapStatusTags(db, [change.runId], change.from, change.to, change.at);
   return true;
+}
+
+/**
+ * The Pathway records of these runs trade their `from` status tag for `to`: the second half of
+ * every status change (the engine's batched writes call it after their own guarded UPDATE).
+ */
+export async function swapStatusTags(db: DbOrTx, runIds: string[], from: RunStatus, to: RunStatus, at: string): Promise<void> {
+  await db.deleteFrom('record_tags').where('record_id', 'in', runIds).where('tag', '=', from).execute();
+  // The tag row takes its workspace from the record itself: one statement, no read first.
+  await db
+    .insertInto('record_tags')
+    .columns(['record_id', 'workspace_id', 'tag'])
+    .expression((eb) =>
+      eb
+        .selectFrom('records')
+        .select(['records.id', 'records.workspace_id', eb.val(to).as('tag')])
+        .where('records.id', 'in', runIds),
+    )
+    .onConflict((oc) => oc.columns(['record_id', 'tag']).doNothing())
+    .execute();
+  await db.updateTable('records').set({ updated_at: at }).where('id', 'in', runIds).execute();
 }

@@ -217,6 +217,8 @@ export interface DeliveryTable {
   events: string;
   runs_started: number;
   error: string | null;
+  /** JSON [{subjectRecordId, event, eventPayload}] not yet handed to waiting runs, else null */
+  pending_wakes: string | null;
 }
 
 /** The last known state of a delivered resource (ingestion). */
@@ -225,7 +227,8 @@ export interface ResourceStateTable {
   resource_type: string;
   resource_id: string;
   status: string | null;
-  patient_record_id: string | null;
+  /** id of the Patient resource it belongs to (the extId of that patient's record) */
+  patient_id: string | null;
   /** JSON array of the tags the resource gave its record (Patient, Practitioner), else null */
   source_tags: string | null;
   delivery_id: string;
@@ -305,6 +308,8 @@ export interface Database {
   deliveries: DeliveryTable;
   resource_states: ResourceStateTable;
   planned_runs: PlannedRunTable;
+  run_steps: RunStepTable;
+  run_event_waits: RunEventWaitTable;
 }
 
 export type Db = Kysely<Database>;

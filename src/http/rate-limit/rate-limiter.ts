@@ -43,7 +43,7 @@ export class MemoryRateLimiter implements RateLimiter {
     const now = this.nowMs();
     const perMs = this.setting.requests / (this.setting.perSeconds * 1000);
     const state = this.buckets.get(bucket) ?? { tokens: this.setting.requests, updatedMs: now };
-    const refilled = Math.min(this.setting.requests, state.tokens + (now - state.updatedMs) * perMs);
+    const refilled = Math.min(this.setting.requests, state.tokens + Math.max(0, now - state.updatedMs) * perMs);
     const allowed = refilled >= 1;
     const tokens = allowed ? refilled - 1 : refilled;
     this.buckets.set(bucket, { tokens, updatedMs: now });

@@ -7,9 +7,16 @@ import type { Container } from '../../container.js';
 import { registerTriggerRoutes } from './triggers.js';
 import { registerRunRoutes } from './runs.js';
 import { registerAuditRoutes } from './audit-events.js';
+import { registerQueryRoutes } from './queries.js';
+import { registerSearchRoutes } from './search.js';
+import { registerDiagramRoutes } from './diagrams.js';
+import { registerWebhookRoutes } from './webhooks.js';
+import { registerDeliveryRoutes } from './deliveries.js';
+import { registerInboundRoutes } from './inbound.js';
+import { registerEngineRoutes } from './engine.js';
 
 export type RouteModule = (api: Api, container: Container) => void | Promise<void>;
 
-export const apiRouteModules: RouteModule[] = [registerTriggerRoutes, registerRunRoutes, registerAuditRoutes];
+export const apiRouteModules: RouteModule[] = [registerTriggerRoutes, registerRunRoutes, registerAuditRoutes, registerQueryRoutes, registerSearchRoutes, registerDiagramRoutes, registerWebhookRoutes, registerInboundRoutes, registerEngineRoutes];
 
-export const publicRouteModules: RouteModule[] = [];
+export const publicRouteModules: RouteModule[] = [registerDeliveryRoutes];

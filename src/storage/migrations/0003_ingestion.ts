@@ -5,7 +5,7 @@
  * The same statements serve SQLite and PostgreSQL (text ids, ISO text times, 0/1 integers,
  * JSON as text, the raw delivery body as text).
  */
-import type { Kysely } from 'kysely';
+import { sql, type Kysely } from 'kysely';
 
 export async function up(db: Kysely<unknown>): Promise<void> {
   // One row per accepted delivery, written before the 202 is sent. `body` is the raw request
@@ -33,11 +33,22 @@ export async function up(db: Kysely<unknown>): Promise<void> {
     .addColumn('events', 'text', (c) => c.notNull())
     .addColumn('runs_started', 'integer', (c) => c.notNull())
     .addColumn('error', 'text')
+    // Events to hand to runs waiting for them, decided in the processing transaction and
+    // delivered right after it; null once delivered.
+    .addColumn('pending_wakes', 'text')
     // Null keys never collide (both stores treat NULLs as distinct in a unique constraint).
     .addUniqueConstraint('deliveries_idempotency', ['webhook_id', 'idempotency_key'])
     .execute();
   await db.schema.createIndex('deliveries_list').on('deliveries').columns(['webhook_id', 'id']).execute();
   await db.schema.createIndex('deliveries_claim').on('deliveries').columns(['status', 'id']).execute();
+  // Only deliveries whose wakes are still to be handed over: the sweep for them stays as small as
+  // the work, however many processed deliveries the table holds.
+  await db.schema
+    .createIndex('deliveries_pending_wakes')
+    .on('deliveries')
+    .column('lease_expires_at')
+    .where(sql.ref('pending_wakes'), 'is not', null)
+    .execute();
 
   // The last known state of every delivered resource: to tell created from updated, to raise a
   // status event only on a change, to know a deleted resource's patient, and which tags of a
@@ -48,7 +59,7 @@ export async function up(db: Kysely<unknown>): Promise<void> {
     .addColumn('resource_type', 'text', (c) => c.notNull())
     .addColumn('resource_id', 'text', (c) => c.notNull())
     .addColumn('status', 'text')
-    .addColumn('patient_record_id', 'text')
+    .addColumn('patient_id', 'text')
     .addColumn('source_tags', 'text')
     .addColumn('delivery_id', 'text', (c) => c.notNull())
     .addColumn('updated_at', 'text', (c) => c.notNull())

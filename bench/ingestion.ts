@@ -1,0 +1,399 @@
+/**
+ * Inbound data and search at size (issue: inbound data).
+ *
+ * 1. Ingestion: Synthea-shaped FHIR bundles of 30 and 300 resources (copied from the Synthea
+ *    fixture when it is present, else synthesized alike) are signed and POSTed through the app
+ *    (app.inject, 4 senders) while a delivery processor runs in the same process, as in
+ *    `carepath serve`. Figures: resources/s from the first POST to the last delivery searchable,
+ *    and the latency of the 202. Baseline, same store, same run: a raw bulk insert of the same
+ *    rows (search records, tags, resource states), one multi-row transaction per bundle.
+ * 2. Search: 1,000,000 Patient records in one workspace (BENCH_SEARCH_5M=1 adds four more
+ *    workspaces of 1,000,000 each: 5,000,000 in all), built with set-based SQL; a page of 50 with
+ *    two `with` filters and one `without`, and the count, through HTTP (app.inject), sequential.
+ *
+ * Environment: BENCH_SEARCH_RECORDS (default 1000000), BENCH_SEARCH_5M=1, BENCH_SEARCH_STORES
+ * (default "sqlite,postgres"), BENCH_INGEST_STORES (default "sqlite,postgres").
+ */
+import { existsSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { sql } from 'kysely';
+import { percentile, type BenchSuite, type Reporter } from './reporter.js';
+import { benchStore, type BenchStore } from './harness.js';
+import { createContainer, type Container } from '../src/container.js';
+import { loadConfig } from '../src/config.js';
+import { createLogger } from '../src/lib/logger.js';
+import { buildApp } from '../src/http/app.js';
+import type { Api } from '../src/http/types.js';
+import { systemContext } from '../src/auth/context.js';
+import { createSecretBox } from '../src/lib/secret-box.js';
+import { uuidv7 } from '../src/lib/ids.js';
+import { ensureTenant, createWorkspace, issueKey } from '../src/modules/tenancy/tenancy.repository.js';
+import { createWebhook } from '../src/modules/webhooks/webhook.service.js';
+import { signPayload } from '../src/ingestion/signature.js';
+import { createFhirValidator } from '../src/ingestion/fhir-validate.js';
+import { recordFromResource, subjectReferenceOf } from '../src/ingestion/records.js';
+import { DeliveryProcessor } from '../src/modules/deliveries/delivery-processor.js';
+
+const SYNTHEA = '/work/shared/fixtures/synthea-10-patients';
+const SENDERS = 4;
+const INGEST_PLAN = [
+  { size: 30, bundles: 200 },
+  { size: 300, bundles: 30 },
+];
+const SEARCH_RECORDS = Number(process.env.BENCH_SEARCH_RECORDS ?? 1_000_000);
+const SEARCH_5M = process.env.BENCH_SEARCH_5M === '1';
+const stores = (name: string) => (process.env[name] ?? 'sqlite,postgres').split(',').filter(Boolean) as ('sqlite' | 'postgres')[];
+
+type Resource = { resourceType: string; id: string; [element: string]: unknown };
+
+/** Drops the scratch store; for SQLite that means its file (a million records is over a GiB). */
+async function dropStore(store: BenchStore): Promise<void> {
+  await store.drop();
+  if (store.kind === 'sqlite') rmSync(dirname(store.databaseUrl.slice('sqlite:'.length)), { recursive: true, force: true });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Bundles
+
+/** Per patient: the Patient and the clinical resources that point at it. */
+function syntheaPatients(): { patient: Resource; resources: Resource[] }[] | null {
+  if (!existsSync(SYNTHEA)) return null;
+  const read = (type: string): Resource[] => {
+    const file = readdirSync(SYNTHEA).find((name) => name.startsWith(`${type}.`));
+    return file ? readFileSync(join(SYNTHEA, file), 'utf8').split('\n').filter(Boolean).map((line) => JSON.parse(line) as Resource) : [];
+  };
+  const clinical = ['Encounter', 'Condition', 'Procedure', 'Immunization', 'MedicationRequest', 'AllergyIntolerance'].flatMap(read);
+  return read('Patient').map((patient) => ({
+    patient,
+    resources: clinical.filter((resource) => subjectReferenceOf(resource) === patient.id),
+  }));
+}
+
+/** A Synthea-like patient when the fixture is absent: encounters, conditions, procedures. */
+function synthesizedPatient(n: number): { patient: Resource; resources: Resource[] } {
+  const patient: Resource = {
+    resourceType: 'Patient',
+    id: `synth-${n}`,
+    meta: { tag: [{ code: n % 3 === 0 ? 'diabetes' : 'adult' }] },
+    name: [{ use: 'official', family: `Family${n}`, given: [`Given${n}`], prefix: ['Mr.'] }],
+    gender: n % 2 ? 'male' : 'female',
+    birthDate: '1970-01-01',
+    address: [{ line: ['1 Main St'], city: 'Boston', state: 'MA', postalCode: '02101', country: 'US' }],
+  };
+  const subject = { reference: `Patient/${patient.id}` };
+  const resources: Resource[] = [];
+  for (let i = 0; i < 400; i++) {
+    const period = { start: `2020-01-${String((i % 28) + 1).padStart(2, '0')}T10:00:00Z`, end: `2020-01-${String((i % 28) + 1).padStart(2, '0')}T11:00:00Z` };
+    const coding = [{ system: 'http://snomed.info/sct', code: String(185345009 + i), display: 'Encounter for symptom' }];
+    if (i % 3 === 0) resources.push({ resourceType: 'Encounter', id: `enc-${n}-${i}`, status: 'finished', class: { system: 'http://terminology.hl7.org/CodeSystem/v3-ActCode', code: 'AMB' }, type: [{ coding, text: 'Encounter for symptom' }], subject, period });
+    else if (i % 3 === 1) resources.push({ resourceType: 'Condition', id: `cond-${n}-${i}`, clinicalStatus: { coding: [{ system: 'http://terminology.hl7.org/CodeSystem/condition-clinical', code: 'active' }] }, code: { coding, text: 'Condition' }, subject, onsetDateTime: period.start });
+    else resources.push({ resourceType: 'Procedure', id: `proc-${n}-${i}`, status: 'completed', code: { coding, text: 'Procedure' }, subject, performedPeriod: period });
+  }
+  return { patient, resources };
+}
+
+/** `count` bundles of `size` resources, each a copy of one patient's data under fresh ids. */
+function makeBundles(size: number, count: number, tag: string): Resource[][] {
+  const patients = syntheaPatients() ?? Array.from({ length: 10 }, (_, n) => synthesizedPatient(n));
+  const usable = patients.filter((p) => p.resources.length >= size - 1);
+  const pool = usable.length > 0 ? usable : patients;
+  return Array.from({ length: count }, (_, n) => {
+    const { patient, resources } = pool[n % pool.length];
+    const pid = `${patient.id.slice(0, 40)}-${tag}${n}`;
+    const copy = (resource: Resource): Resource => {
+      const out: Resource = { ...resource, id: `${resource.id.slice(0, 40)}-${tag}${n}` };
+      for (const element of ['subject', 'patient']) if (out[element]) out[element] = { reference: `Patient/${pid}` };
+      return out;
+    };
+    const chosen = Array.from({ length: size - 1 }, (_, i) => resources[i % resources.length]);
+    return [{ ...patient, id: pid }, ...chosen.map((resource, i) => copy({ ...resource, id: `${resource.id.slice(0, 36)}-${i}` }))];
+  });
+}
+
+const toBundle = (resources: Resource[]) => ({
+  resourceType: 'Bundle',
+  type: 'transaction',
+  entry: resources.map((resource) => ({ fullUrl: `urn:uuid:${resource.id}`, resource, request: { method: 'PUT', url: `${resource.resourceType}/${resource.id}` } })),
+});
+
+// ---------------------------------------------------------------------------------------------
+// Ingestion
+
+async function seedWorkspace(container: Container, name: string) {
+  const db = container.db;
+  const at = new Date().toISOString();
+  const tenantId = await ensureTenant(db, 'bench', at);
+  const workspaceId = await createWorkspace(db, tenantId, name, at);
+  const { key } = await issueKey(db, { id: workspaceId, tenant_id: tenantId }, 'bench', [], 'staging', at);
+  return { tenantId, workspaceId, key };
+}
+
+async function ingest(container: Container, app: Api, bundles: Resource[][], validator = createFhirValidator()) {
+  const { tenantId, workspaceId } = await seedWorkspace(container, `ingest-${uuidv7()}`);
+  const endpoint = await createWebhook(
+    { db: container.db, box: createSecretBox(container.config.secretKey), publicUrl: container.config.publicUrl },
+    systemContext(tenantId, workspaceId, 'bench'),
+    { name: 'bench feed' },
+    new Date(),
+  );
+  // Compile the validators of the types in play first: a one-off cost of a process's first bundle.
+  for (const type of new Set(bundles.flat().map((r) => r.resourceType))) validator.validate({ resourceType: type });
+  const processor = new DeliveryProcessor(
+    {
+      db: container.db,
+      dialect: container.store.dialect,
+      clock: container.clock,
+      logger: container.logger,
+      signals: container.signals,
+      runCreator: container.runCreator,
+      validator,
+    },
+    { pollMs: 20, batch: 8 },
+  );
+
+  // Signed before the clock starts: signing is the sender's work, on the sender's machine.
+  const bodies = bundles.map((bundle) => JSON.stringify(toBundle(bundle)));
+  const signatures = bodies.map((body) => signPayload(endpoint.secret, body));
+  const resources = bundles.reduce((sum, bundle) => sum + bundle.length, 0);
+  const latencies: number[] = [];
+  processor.start();
+  const started = performance.now();
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: SENDERS }, async () => {
+      while (next < bodies.length) {
+        const n = next++;
+        const sent = performance.now();
+        const res = await app.inject({
+          method: 'POST',
+          url: `/v1/webhooks/${endpoint.webhookId}`,
+          headers: { 'content-type': 'application/json', 'x-service-signature': signatures[n], 'idempotency-key': `bench-${n}` },
+          payload: bodies[n],
+        });
+        latencies.push(performance.now() - sent);
+        if (res.statusCode !== 202) throw new Error(`delivery answered ${res.statusCode}`);
+      }
+    }),
+  );
+  for (;;) {
+    const row = await container.db
+      .selectFrom('deliveries')
+      .select((eb) => eb.fn.countAll<number>().as('n'))
+      .where('webhook_id', '=', endpoint.webhookId)
+      .where('status', '=', 'processed')
+      .executeTakeFirstOrThrow();
+    if (Number(row.n) >= bodies.length) break;
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+  const elapsed = (performance.now() - started) / 1000;
+  await processor.stop();
+  const failed = await container.db.selectFrom('deliveries').select('id').where('webhook_id', '=', endpoint.webhookId).where('problem_count', '>', 0).execute();
+  return { perSecond: resources / elapsed, p50: percentile(latencies, 50), p99: percentile(latencies, 99), skipped: failed.length };
+}
+
+/** The rows ingestion writes for these bundles, inserted directly: one transaction per bundle. */
+async function rawInsert(container: Container, bundles: Resource[][]) {
+  const { workspaceId } = await seedWorkspace(container, `raw-${uuidv7()}`);
+  const db = container.db;
+  const resources = bundles.reduce((sum, bundle) => sum + bundle.length, 0);
+  const started = performance.now();
+  for (const bundle of bundles) {
+    const at = new Date().toISOString();
+    await db.transaction().execute(async (tx) => {
+      const records = bundle.flatMap((resource) => {
+        const record = recordFromResource(resource);
+        return record ? [{ id: uuidv7(), record }] : [];
+      });
+      if (records.length > 0) {
+        await tx
+          .insertInto('records')
+          .values(records.map(({ id, record }) => ({ id, workspace_id: workspaceId, resource_type: record.resourceType, ext_id: record.extId, name: record.name, created_at: at, updated_at: at })))
+          .execute();
+        const tags = records.flatMap(({ id, record }) => record.tags.map((tag) => ({ record_id: id, workspace_id: workspaceId, tag })));
+        if (tags.length > 0) await tx.insertInto('record_tags').values(tags).execute();
+      }
+      for (let i = 0; i < bundle.length; i += 1000) {
+        await tx
+          .insertInto('resource_states')
+          .values(
+            bundle.slice(i, i + 1000).map((resource) => ({
+              workspace_id: workspaceId,
+              resource_type: resource.resourceType,
+              resource_id: resource.id,
+              status: typeof resource.status === 'string' ? resource.status : null,
+              patient_id: subjectReferenceOf(resource),
+              source_tags: null,
+              delivery_id: 'raw',
+              updated_at: at,
+            })),
+          )
+          .execute();
+      }
+    });
+  }
+  return resources / ((performance.now() - started) / 1000);
+}
+
+async function ingestionSuite(reporter: Reporter): Promise<void> {
+  reporter.section('Inbound data: signed delivery → searchable (Synthea-shaped bundles, 4 senders, in-process processor)');
+  reporter.note(existsSync(SYNTHEA) ? 'bundles copied from the Synthea 10-patient fixture under fresh ids' : 'Synthea fixture absent: bundles synthesized alike');
+  for (const kind of stores('BENCH_INGEST_STORES')) {
+    for (const { size, bundles: count } of INGEST_PLAN) {
+      const store = await benchStore(kind);
+      // A throughput run: the endpoint's rate limit (100/s by default) must not be what is measured.
+      const container = await createContainer(loadConfig({ ...store.env, CAREPATH_RATE_LIMIT: '1000000/1s' }), {
+        logger: createLogger('error'),
+        storeOptions: store.schema ? { schema: store.schema } : {},
+      });
+      const app = await buildApp(container);
+      // Both paths warmed up first (JIT, statement cache, validators), each on its own workspace.
+      await ingest(container, app, makeBundles(size, 10, 'wi'));
+      await rawInsert(container, makeBundles(size, 10, 'wr'));
+      const result = await ingest(container, app, makeBundles(size, count, 'i'));
+      const raw = await rawInsert(container, makeBundles(size, count, 'r'));
+      const label = `${kind}, ${count} bundles of ${size}`;
+      reporter.figure(`ingestion, ${label}`, result.perSecond, 'resources/s');
+      reporter.figure(`raw bulk insert of the same rows, ${label}`, raw, 'resources/s');
+      reporter.ratio(`ingestion ÷ raw insert, ${label}`, result.perSecond, raw, kind === 'sqlite' ? '≥ 0.5' : undefined);
+      reporter.figure(`202 latency p50, ${label}`, result.p50, 'ms');
+      reporter.figure(`202 latency p99, ${label}`, result.p99, 'ms');
+      if (result.skipped > 0) reporter.note(`${label}: ${result.skipped} deliveries had skipped entries`);
+      await app.close();
+      await container.close();
+      await dropStore(store);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Search
+
+/**
+ * Tags and how many records carry each, drawn independently per record from a multiplicative
+ * hash of its number (so the same record always gets the same tags, on both stores).
+ */
+const TAGS: { tag: string; percent: number; multiplier: number }[] = [
+  { tag: 'adult', percent: 70, multiplier: 2654435761 },
+  { tag: 'hypertension', percent: 25, multiplier: 2246822519 },
+  { tag: 'high-risk', percent: 20, multiplier: 3266489917 },
+  { tag: 'smoker', percent: 15, multiplier: 668265263 },
+  { tag: 'diabetes', percent: 10, multiplier: 374761393 },
+  { tag: 'copd', percent: 5, multiplier: 2870177450 },
+  { tag: 'deceased', percent: 2, multiplier: 1181783497 },
+];
+const QUERY = [
+  { op: 'with', tag: 'diabetes' },
+  { op: 'with', tag: 'high-risk' },
+  { op: 'without', tag: 'deceased' },
+];
+
+/** n records of workspace number `w`, with their tags and a practice tag each, in set-based SQL. */
+async function buildRecords(store: BenchStore, container: Container, workspaceId: string, w: number, n: number): Promise<void> {
+  const db = container.db;
+  const at = '2025-01-01T00:00:00.000Z';
+  // Ids look like UUIDs, unique per workspace number and record number.
+  if (store.kind === 'sqlite') {
+    const numbers = sql`with recursive n(i) as (select 0 union all select i + 1 from n where i < ${n - 1})`;
+    await sql`${numbers} insert into records (id, workspace_id, resource_type, ext_id, name, created_at, updated_at)
+      select printf('%08x-0000-7000-8000-%012x', ${w}, i), ${workspaceId}, 'Patient', 'p-' || i,
+             'Patient ' || printf('%07d', (i * 7919) % ${n}), ${at}, ${at} from n`.execute(db);
+    for (const { tag, percent, multiplier } of TAGS) {
+      await sql`${numbers} insert into record_tags (record_id, workspace_id, tag)
+        select printf('%08x-0000-7000-8000-%012x', ${w}, i), ${workspaceId}, ${tag} from n
+        where ((i * ${multiplier}) % 1000003) % 100 < ${percent}`.execute(db);
+    }
+    await sql`${numbers} insert into record_tags (record_id, workspace_id, tag)
+      select printf('%08x-0000-7000-8000-%012x', ${w}, i), ${workspaceId}, 'gp-' || (i % 500) from n`.execute(db);
+    await sql`analyze`.execute(db);
+    return;
+  }
+  const id = sql`lpad(to_hex(${w}::int), 8, '0') || '-0000-7000-8000-' || lpad(to_hex(i), 12, '0')`;
+  await sql`insert into records (id, workspace_id, resource_type, ext_id, name, created_at, updated_at)
+    select ${id}, ${workspaceId}, 'Patient', 'p-' || i, 'Patient ' || lpad(((i * 7919) % ${n})::text, 7, '0'), ${at}, ${at}
+    from generate_series(0, ${n - 1}::bigint) as i`.execute(db);
+  for (const { tag, percent, multiplier } of TAGS) {
+    await sql`insert into record_tags (record_id, workspace_id, tag)
+      select ${id}, ${workspaceId}, ${tag} from generate_series(0, ${n - 1}::bigint) as i
+      where ((i * ${multiplier}::bigint) % 1000003) % 100 < ${percent}`.execute(db);
+  }
+  await sql`insert into record_tags (record_id, workspace_id, tag)
+    select ${id}, ${workspaceId}, 'gp-' || (i % 500) from generate_series(0, ${n - 1}::bigint) as i`.execute(db);
+  await sql`analyze records`.execute(db);
+  await sql`analyze record_tags`.execute(db);
+}
+
+/** Up to `calls` sequential calls after a warm-up, stopping early after `budgetMs` (slow queries). */
+async function timeCalls(
+  app: Api,
+  key: string,
+  url: string,
+  body: unknown,
+  calls: number,
+  budgetMs = 30_000,
+): Promise<{ p50: number; p99: number; total: number; calls: number }> {
+  const send = () =>
+    app.inject({ method: 'POST', url, headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, payload: JSON.stringify(body) });
+  for (let i = 0; i < 5; i++) await send();
+  const times: number[] = [];
+  let total = 0;
+  const until = performance.now() + budgetMs;
+  for (let i = 0; i < calls && (i < 20 || performance.now() < until); i++) {
+    const started = performance.now();
+    const res = await send();
+    times.push(performance.now() - started);
+    if (res.statusCode !== 200) throw new Error(`${url} answered ${res.statusCode}: ${res.body}`);
+    total = res.json().total;
+  }
+  return { p50: percentile(times, 50), p99: percentile(times, 99), total, calls: times.length };
+}
+
+async function measureSearch(reporter: Reporter, app: Api, key: string, label: string): Promise<void> {
+  // Pages spread over the first hits, as a user paging through a cohort would ask for them.
+  const page = await timeCalls(app, key, '/v1/search', { resourceType: 'Patient', filters: QUERY, limit: 50 }, 200);
+  const count = await timeCalls(app, key, '/v1/search/count', { resourceType: 'Patient', filters: QUERY }, 200);
+  reporter.note(
+    `${label}: query with diabetes, with high-risk, without deceased matches ${page.total.toLocaleString('en-US')} records ` +
+      `(${page.calls} searches, ${count.calls} counts measured)`,
+  );
+  reporter.figure(`search page of 50, ${label}, p50`, page.p50, 'ms (target ≤ 5)');
+  reporter.figure(`search page of 50, ${label}, p99`, page.p99, 'ms (target ≤ 25)');
+  reporter.figure(`count, ${label}, p50`, count.p50, 'ms');
+  reporter.figure(`count, ${label}, p99`, count.p99, 'ms (target ≤ 50)');
+}
+
+async function searchSuite(reporter: Reporter): Promise<void> {
+  reporter.section(`Search over ${SEARCH_RECORDS.toLocaleString('en-US')} records in a workspace${SEARCH_5M ? ' and 5,000,000 across workspaces' : ''} (HTTP via app.inject, sequential)`);
+  for (const kind of stores('BENCH_SEARCH_STORES')) {
+    const store = await benchStore(kind);
+    const container = await store.open();
+    const app = await buildApp(container);
+    const { workspaceId, key } = await seedWorkspace(container, 'search-1');
+    let started = performance.now();
+    await buildRecords(store, container, workspaceId, 1, SEARCH_RECORDS);
+    reporter.figure(`${kind}: build ${SEARCH_RECORDS.toLocaleString('en-US')} records with tags`, (performance.now() - started) / 1000, 's');
+    await measureSearch(reporter, app, key, `${kind}, ${SEARCH_RECORDS.toLocaleString('en-US')} in the workspace`);
+    if (SEARCH_5M) {
+      started = performance.now();
+      for (let w = 2; w <= 5; w++) {
+        const other = await seedWorkspace(container, `search-${w}`);
+        await buildRecords(store, container, other.workspaceId, w, 1_000_000);
+      }
+      reporter.figure(`${kind}: build 4 more workspaces of 1,000,000`, (performance.now() - started) / 1000, 's');
+      await measureSearch(reporter, app, key, `${kind}, ${(SEARCH_RECORDS + 4_000_000).toLocaleString('en-US')} across 5 workspaces`);
+    }
+    await app.close();
+    await container.close();
+    await dropStore(store);
+  }
+}
+
+const suite: BenchSuite = async (reporter) => {
+  await ingestionSuite(reporter);
+  await searchSuite(reporter);
+};
+
+export default suite;
+
+// For profiling scripts only.
+export const __test = { ingest, makeBundles };

@@ -1,0 +1,70 @@
+/**
+ * What every automation type implements. Three modes, by where the step's effect lives:
+ * - `local`: the effect is a database write (tags) or nothing (set, fail, stop, cancel). The
+ *   step's start record, its effect and its finish record commit in ONE transaction: exactly once.
+ * - `call`: the effect is outside (http, start_pathway). The start is committed before the call
+ *   and the outcome after it; a worker lost in between leaves the step open, and the next worker
+ *   repeats the call with the same idempotency key (at-least-once).
+ * - `wait`: the step starts (its record stays open) and the run is released until the wait is
+ *   due or its event comes; waking finishes it.
+ */
+import type { Automation } from '../../modules/blueprints/blueprint.js';
+import type { ExpressionCache, ExpressionContext } from '../../lib/fhirpath.js';
+import type { DbOrTx } from '../../storage/database.js';
+import type { OpenStep } from '../engine-state.js';
+import type { ReceivedEvent, StepResult } from '../executor.js';
+import type { RunInHand } from '../run-context.js';
+import type { EngineServices } from '../engine-services.js';
+
+export interface StepRequest {
+  run: RunInHand;
+  nodeId: string;
+  automation: Automation;
+  context: ExpressionContext;
+  expressions: ExpressionCache;
+  now: Date;
+  /** `<runId>:<nodeId>:<automationId>`: the same for every attempt of this step. */
+  stepKey: string;
+}
+
+/** A database write that belongs to the step's own transaction. */
+export type StepWrite = (tx: DbOrTx, at: string) => Promise<void>;
+
+export interface LocalOutcome {
+  result: StepResult;
+  write?: StepWrite;
+  /** Runs after the transaction committed (e.g. the in-memory subject's tags follow a tag step). */
+  afterCommit?: () => void;
+  /** `write` may throw ReplanNeeded: commit this step in a transaction of its own. */
+  alone?: boolean;
+}
+
+export interface WaitStart {
+  /** When the wait ends (timer) or times out (event); null = no timeout. */
+  dueAt: string | null;
+  event?: string;
+  write?: StepWrite;
+}
+
+/** Thrown by a step whose settings or context do not let it run: the run errors at that node. */
+export class StepFailure extends Error {}
+
+/** Thrown inside a step's transaction when a concurrent change (an event) means: plan again. */
+export class ReplanNeeded extends Error {}
+
+export type AutomationHandler =
+  | { mode: 'local'; decide(step: StepRequest, services: EngineServices): LocalOutcome }
+  | { mode: 'call'; call(step: StepRequest, services: EngineServices): Promise<StepResult> }
+  | {
+      mode: 'wait';
+      begin(step: StepRequest, services: EngineServices): WaitStart;
+      wake(step: StepRequest, open: OpenStep, reason: 'elapsed' | 'event' | 'timeout', received?: ReceivedEvent): LocalOutcome;
+    };
+
+/** The subject an automation needs, or a clear failure when the run has none. */
+export function requireSubject(step: StepRequest) {
+  if (!step.run.subject) {
+    throw new StepFailure(`${step.automation.type} needs the run's subject, and this run has none`);
+  }
+  return step.run.subject;
+}

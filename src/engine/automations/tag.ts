@@ -1,0 +1,36 @@
+/**
+ * `tag`: `{target: subject|pathway, add, remove}` on the subject's record or the run's own
+ * Pathway record (id = runId), in the step's transaction, so search sees it when the step is.
+ */
+import type { TagWith } from '../../modules/blueprints/blueprint.js';
+import { changeTags } from '../../modules/records/record.repository.js';
+import { isRunStatus } from '../run-status.js';
+import { requireSubject, StepFailure, type AutomationHandler } from './automation.js';
+
+export const tagAutomation: AutomationHandler = {
+  mode: 'local',
+  decide(step) {
+    const settings = step.automation.with as TagWith;
+    const add = settings.add ?? [];
+    const remove = settings.remove ?? [];
+    const output = { target: settings.target, add, remove };
+    if (settings.target === 'pathway') {
+      // The Pathway record's status tag belongs to the engine: search must never see a run in
+      // two states, or in none.
+      const status = [...add, ...remove].find(isRunStatus);
+      if (status) throw new StepFailure(`tag: "${status}" is an automation status; a pathway's status tag is set by the engine only`);
+      return {
+        result: { outcome: 'ok', output },
+        write: (tx, at) => changeTags(tx, step.run.workspaceId, step.run.id, add, remove, at),
+      };
+    }
+    const subject = requireSubject(step);
+    return {
+      result: { outcome: 'ok', output },
+      write: (tx, at) => changeTags(tx, step.run.workspaceId, subject.id, add, remove, at),
+      afterCommit: () => {
+        subject.tags = [...new Set([...subject.tags.filter((tag) => !remove.includes(tag)), ...add])].sort();
+      },
+    };
+  },
+};

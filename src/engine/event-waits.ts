@@ -1,0 +1,49 @@
+/**
+ * The entry point for inbound events (ingestion calls it): an event about a subject reaches
+ * every run of that workspace waiting for it (wait_for_event). The event is recorded on each
+ * waiting run, and the runs become due at once, in one transaction.
+ *
+ * A run held by a worker at that moment keeps its lease (taking it would make the worker's
+ * step run twice); `wake_seq` is raised instead, so that worker cannot release the run to sleep
+ * without seeing the event first. A paused run records the event and sees it on resume.
+ */
+import { sql } from 'kysely';
+import type { Db } from '../storage/database.js';
+
+export interface InboundEvent {
+  workspaceId: string;
+  subjectRecordId: string;
+  /** e.g. `Encounter.finished` (exact, case-sensitive). */
+  event: string;
+  /** What the step's output will be: `{event, at, payload}`. */
+  eventPayload: unknown;
+  at: string;
+}
+
+/** Records the event for every run of the subject waiting for it; answers how many. */
+export async function wakeRunsWaitingFor(db: Db, inbound: InboundEvent): Promise<number> {
+  const recorded = JSON.stringify({ event: inbound.event, at: inbound.at, payload: inbound.eventPayload ?? null });
+  return db.transaction().execute(async (tx) => {
+    const waiting = await tx
+      .updateTable('run_event_waits')
+      .set({ received_at: inbound.at, received_event: recorded })
+      .where('workspace_id', '=', inbound.workspaceId)
+      .where('subject_record_id', '=', inbound.subjectRecordId)
+      .where('event', '=', inbound.event)
+      .where('received_at', 'is', null)
+      .returning('run_id')
+      .execute();
+    const runIds = [...new Set(waiting.map((row) => row.run_id))];
+    if (runIds.length === 0) return 0;
+    await tx
+      .updateTable('runs')
+      .set((eb) => ({
+        wake_seq: eb('wake_seq', '+', 1),
+        // Due now unless a worker holds it (its lease end stays; it will see the event).
+        available_at: sql<string>`case when lease_owner is null and available_at > ${inbound.at} then ${inbound.at} else available_at end`,
+      }))
+      .where('id', 'in', runIds)
+      .execute();
+    return runIds.length;
+  });
+}

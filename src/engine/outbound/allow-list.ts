@@ -1,0 +1,114 @@
+/**
+ * Where `http` automations may connect (DESIGN §11, `CAREPATH_HTTP_ALLOW`). Public addresses are
+ * always allowed. Private, loopback, link-local, CGNAT, documentation, multicast and other
+ * non-public ranges are refused unless an entry allows them: a host name, `host:port`, an IP
+ * address, or a CIDR that contains the address. The check runs on the resolved address that
+ * the connection then uses, so a name cannot be re-pointed between the check and the connect.
+ */
+import { BlockList, isIP } from 'node:net';
+
+/** Ranges that are not the public internet (IANA special-purpose registries, v4 and v6). */
+const NON_PUBLIC_V4: [string, number][] = [
+  ['0.0.0.0', 8], // "this network"
+  ['10.0.0.0', 8], // private
+  ['100.64.0.0', 10], // carrier-grade NAT
+  ['127.0.0.0', 8], // loopback
+  ['169.254.0.0', 16], // link-local (cloud metadata lives here)
+  ['172.16.0.0', 12], // private
+  ['192.0.0.0', 24], // IETF protocol assignments
+  ['192.0.2.0', 24], // documentation
+  ['192.88.99.0', 24], // 6to4 relay anycast
+  ['192.168.0.0', 16], // private
+  ['198.18.0.0', 15], // benchmarking
+  ['198.51.100.0', 24], // documentation
+  ['203.0.113.0', 24], // documentation
+  ['224.0.0.0', 4], // multicast
+  ['240.0.0.0', 4], // reserved, and the broadcast address
+];
+
+const NON_PUBLIC_V6: [string, number][] = [
+  ['::', 128], // unspecified
+  ['::1', 128], // loopback
+  ['64:ff9b:1::', 48], // local-use NAT64
+  ['100::', 64], // discard-only
+  ['2001::', 23], // IETF protocol assignments (Teredo, ORCHID, …)
+  ['2001:db8::', 32], // documentation
+  ['2002::', 16], // 6to4: wraps any IPv4 address, private ones included
+  ['fc00::', 7], // unique local
+  ['fe80::', 10], // link-local
+  ['fec0::', 10], // site-local (deprecated)
+  ['ff00::', 8], // multicast
+];
+
+function nonPublicRanges(): BlockList {
+  const list = new BlockList();
+  for (const [network, prefix] of NON_PUBLIC_V4) list.addSubnet(network, prefix, 'ipv4');
+  for (const [network, prefix] of NON_PUBLIC_V6) list.addSubnet(network, prefix, 'ipv6');
+  return list;
+}
+
+/** An IPv6 address that carries an IPv4 one (mapped `::ffff:a.b.c.d`, NAT64 `64:ff9b::a.b.c.d`). */
+function embeddedIpv4(address: string): string | null {
+  const match = /^(?:::ffff:|64:ff9b::)(\d{1,3}(?:\.\d{1,3}){3})$/i.exec(address);
+  if (match) return match[1];
+  const hex = /^(?:::ffff:|64:ff9b::)([0-9a-f]{1,4}):([0-9a-f]{1,4})$/i.exec(address);
+  if (!hex) return null;
+  const [high, low] = [parseInt(hex[1], 16), parseInt(hex[2], 16)];
+  return [high >> 8, high & 0xff, low >> 8, low & 0xff].join('.');
+}
+
+export interface AllowList {
+  /** Why a connection to `address` (resolved from `host`, on `port`) is refused, or null when allowed. */
+  refusal(host: string, port: number, address: string): string | null;
+}
+
+export class AllowListEntryError extends Error {}
+
+/** Builds the check from `CAREPATH_HTTP_ALLOW` entries; a malformed entry is an error at start. */
+export function createAllowList(entries: readonly string[]): AllowList {
+  const nonPublic = nonPublicRanges();
+  const allowedRanges = new BlockList();
+  const hosts = new Set<string>();
+  const hostPorts = new Set<string>();
+  for (const raw of entries) {
+    const entry = raw.trim().toLowerCase();
+    if (entry === '') continue;
+    const cidr = /^(.+)\/(\d{1,3})$/.exec(entry);
+    if (cidr) {
+      const family = isIP(cidr[1]);
+      const prefix = Number(cidr[2]);
+      if (family === 0 || prefix > (family === 4 ? 32 : 128)) {
+        throw new AllowListEntryError(`CAREPATH_HTTP_ALLOW: "${raw}" is not a CIDR such as 10.0.0.0/8`);
+      }
+      allowedRanges.addSubnet(cidr[1], prefix, family === 4 ? 'ipv4' : 'ipv6');
+      continue;
+    }
+    const hostPort = /^(\[[0-9a-f:.]+\]|[^:]+):(\d{1,5})$/.exec(entry);
+    if (hostPort) {
+      hostPorts.add(`${unbracket(hostPort[1])}:${Number(hostPort[2])}`);
+      continue;
+    }
+    const host = unbracket(entry);
+    if (isIP(host) !== 0) allowedRanges.addAddress(host, isIP(host) === 4 ? 'ipv4' : 'ipv6');
+    else hosts.add(host);
+  }
+
+  return {
+    refusal(host, port, address) {
+      const name = unbracket(host.toLowerCase());
+      const family = isIP(address);
+      if (family === 0) return `"${address}" is not an IP address`;
+      const v4 = family === 6 ? embeddedIpv4(address) : null;
+      const [checked, checkedFamily] = v4 ? [v4, 'ipv4' as const] : [address, family === 4 ? ('ipv4' as const) : ('ipv6' as const)];
+      if (!nonPublic.check(checked, checkedFamily)) return null;
+      if (hosts.has(name)) return null;
+      if (hostPorts.has(`${name}:${port}`) || hostPorts.has(`${checked}:${port}`)) return null;
+      if (allowedRanges.check(checked, checkedFamily)) return null;
+      return `${name} resolves to ${address}, a non-public address not listed in CAREPATH_HTTP_ALLOW`;
+    },
+  };
+}
+
+function unbracket(host: string): string {
+  return host.startsWith('[') && host.endsWith(']') ? host.slice(1, -1) : host;
+}

@@ -1,0 +1,127 @@
+/**
+ * One outbound HTTP request for an `http` automation: the host is resolved first, every address
+ * is checked against the allow-list, and the connection is made to those checked addresses
+ * only (a custom `lookup`), so DNS cannot hand out another address between check and connect.
+ * Redirects are never followed (a 3xx is an answer like any other). The answer body is read up
+ * to a cap and the rest discarded. Nothing here logs a body.
+ */
+import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
+import http from 'node:http';
+import https from 'node:https';
+import { isIP, type LookupFunction } from 'node:net';
+import type { AllowList } from './allow-list.js';
+
+export interface OutboundRequest {
+  method: string;
+  url: URL;
+  headers: Record<string, string>;
+  body: string | null;
+  timeoutMs: number;
+  maxBodyBytes: number;
+}
+
+export interface OutboundAnswer {
+  status: number;
+  headers: http.IncomingHttpHeaders;
+  body: string;
+  truncated: boolean;
+}
+
+/** The allow-list refused the address: asking again will not help. */
+export class OutboundRefusedError extends Error {}
+
+/** DNS, connection, TLS or timeout failure: worth another try. */
+export class OutboundNetworkError extends Error {}
+
+export async function sendOutbound(request: OutboundRequest, allow: AllowList): Promise<OutboundAnswer> {
+  const { url } = request;
+  const host = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
+  const port = url.port ? Number(url.port) : url.protocol === 'https:' ? 443 : 80;
+  const addresses = await resolve(host);
+  for (const { address } of addresses) {
+    const refusal = allow.refusal(host, port, address);
+    if (refusal) throw new OutboundRefusedError(refusal);
+  }
+  const vettedLookup: LookupFunction = (_hostname, options, callback) => {
+    const family = options.family === 4 || options.family === 6 ? options.family : 0;
+    const usable = family ? addresses.filter((a) => a.family === family) : addresses;
+    if (usable.length === 0) {
+      callback(Object.assign(new Error(`no IPv${family} address for ${host}`), { code: 'ENOTFOUND' }), '', 0);
+    } else if (options.all) {
+      (callback as unknown as (error: null, all: LookupAddress[]) => void)(null, usable);
+    } else callback(null, usable[0].address, usable[0].family);
+  };
+  return exchange(request, port, vettedLookup);
+}
+
+async function resolve(host: string): Promise<LookupAddress[]> {
+  const family = isIP(host);
+  if (family !== 0) return [{ address: host, family }];
+  return new Promise((done, fail) => {
+    dnsLookup(host, { all: true, verbatim: true }, (error, addresses) => {
+      if (error) fail(new OutboundNetworkError(`could not resolve ${host}: ${error.code ?? error.message}`));
+      else if (addresses.length === 0) fail(new OutboundNetworkError(`${host} has no address`));
+      else done(addresses);
+    });
+  });
+}
+
+function exchange(request: OutboundRequest, port: number, lookup: LookupFunction): Promise<OutboundAnswer> {
+  const { url } = request;
+  const transport = url.protocol === 'https:' ? https : http;
+  return new Promise((done, fail) => {
+    let settled = false;
+    const finish = (outcome: () => void) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(deadline);
+      outcome();
+    };
+    const req = transport.request(
+      {
+        protocol: url.protocol,
+        hostname: url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname,
+        port,
+        path: `${url.pathname}${url.search}`,
+        method: request.method,
+        headers: request.headers,
+        lookup,
+        // A fresh connection per request: a pooled socket could outlive the address check.
+        agent: false,
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        let size = 0;
+        let truncated = false;
+        res.on('data', (chunk: Buffer) => {
+          if (truncated) return;
+          const room = request.maxBodyBytes - size;
+          if (chunk.length > room) {
+            chunks.push(chunk.subarray(0, room));
+            size += room;
+            truncated = true;
+            // The cap is reached: the answer is what we have; stop reading the rest.
+            finish(() => done({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks).toString('utf8'), truncated }));
+            res.destroy();
+            return;
+          }
+          chunks.push(chunk);
+          size += chunk.length;
+        });
+        res.on('end', () =>
+          finish(() => done({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks).toString('utf8'), truncated })),
+        );
+        res.on('error', (error) => finish(() => fail(new OutboundNetworkError(`the answer broke off: ${error.message}`))));
+      },
+    );
+    const deadline = setTimeout(() => {
+      finish(() => fail(new OutboundNetworkError(`no answer within ${request.timeoutMs} ms`)));
+      req.destroy();
+    }, request.timeoutMs);
+    req.on('error', (error: NodeJS.ErrnoException) =>
+      finish(() => fail(new OutboundNetworkError(`request failed: ${error.code ?? error.message}`))),
+    );
+    if (request.body !== null) req.write(request.body);
+    req.end();
+  });
+}

@@ -1,0 +1,348 @@
+/**
+ * One claimed run, executed step by step until it ends, sleeps, pauses, or the lease is lost.
+ * Each turn reads the same: plan (pure), then one guarded write per move, committed with the
+ * writes of the worker's other runs (step-committer.ts):
+ * - a local step: guard + effect + step record (+ the run's end) together;
+ * - a call: guard + open step record; the call, outside any transaction; fenced outcome record;
+ * - a wait: guard + open step record; later a wake-up finishes it;
+ * - sleep: release the run until its earliest timer, unless an event came meanwhile;
+ * - end: the status change (with the Pathway status tag), fenced, ending the lease.
+ * When a guard fails, the run is read again to learn why: paused or ended (the worker lets go),
+ * or taken by another worker (the worker stops, writing nothing more).
+ */
+import type { ExpressionCache } from '../lib/fhirpath.js';
+import { uuidv7 } from '../lib/ids.js';
+import type { RunStepTable } from '../storage/database.js';
+import { AUTOMATIONS } from './automations/index.js';
+import { ReplanNeeded, StepFailure, type LocalOutcome, type StepRequest } from './automations/automation.js';
+import { hasEventWaits, type EngineState, type OpenStep, type RunEnd } from './engine-state.js';
+import type { EngineServices } from './engine-services.js';
+import { beginStep, finishStep, plan, type Move, type ReceivedEvent, type StepResult } from './executor.js';
+import type { GraphIndex } from './graph-index.js';
+import { expressionContext, linkCheck, type RunInHand } from './run-context.js';
+import { receivedEvents } from './sql/event-wait-rows.js';
+import type { Lease } from './sql/lease.js';
+import { readRunLease } from './sql/read-run-lease.js';
+import { releaseRun } from './sql/release-run.js';
+import type { StepCommitter, StepFinish, StepWrite } from './step-committer.js';
+
+/** How the worker and an execution talk: the lease, the shared commit, and whether to stop. */
+export interface ExecutionControl {
+  lease: Lease;
+  committer: StepCommitter;
+  /** The status the run was claimed in; a scheduled run turns running with its first write. */
+  claimedAs: 'scheduled' | 'running';
+  /** The heartbeat found the lease taken: write nothing more. */
+  lost(): boolean;
+  /** The worker is stopping: let go at the next step boundary. */
+  stopping(): boolean;
+}
+
+type Turn = 'continue' | 'done';
+
+const NO_EVENTS: ReadonlyMap<string, ReceivedEvent> = new Map();
+
+/** A guarded write found the run paused, ended, or no longer ours. */
+class GuardFailed extends Error {}
+
+/** A step about to run: its id, attempt and start; `recorded` when its row exists (a wait). */
+interface StepInHand {
+  stepId: string;
+  attempt: number;
+  startedAt: string;
+  recorded: boolean;
+}
+
+export class RunExecution {
+  private state: EngineState;
+  /** What the run's status is, as far as this execution wrote it. */
+  private status: 'scheduled' | 'running';
+
+  constructor(
+    private readonly services: EngineServices,
+    private readonly expressions: ExpressionCache,
+    private readonly graph: GraphIndex,
+    private readonly run: RunInHand,
+    state: EngineState,
+    private wakeSeq: number,
+    private readonly control: ExecutionControl,
+  ) {
+    this.state = state;
+    this.status = control.claimedAs;
+  }
+
+  private get lease(): Lease {
+    return this.control.lease;
+  }
+
+  async execute(): Promise<void> {
+    // A run that keeps failing its guard while still ours and running is a bug; do not spin.
+    let unexplained = 0;
+    while (!this.control.lost()) {
+      if (this.control.stopping()) {
+        await releaseRun(this.services.db, this.lease, { availableAt: this.nowIso(), state: JSON.stringify(this.state) });
+        return;
+      }
+      let turn: Turn;
+      try {
+        turn = await this.turn();
+      } catch (error) {
+        if (error instanceof ReplanNeeded) continue;
+        if (!(error instanceof GuardFailed)) throw error;
+        turn = await this.afterGuardFailed();
+        if (turn === 'continue' && ++unexplained > 3) throw new Error('the run failed its guard while still held and running');
+      }
+      if (turn === 'done') return;
+    }
+  }
+
+  private async turn(): Promise<Turn> {
+    const now = this.services.clock.now();
+    const at = now.toISOString();
+    const events = hasEventWaits(this.state) ? await this.readEvents() : NO_EVENTS;
+    const holds = linkCheck(this.expressions, expressionContext(this.run, this.state));
+    const { state, move } = plan(this.graph, this.state, { now: at, holds, events });
+    switch (move.kind) {
+      case 'end':
+        await this.commit({ state, at, requireRunning: true, end: endOf(move.end) });
+        return 'done';
+      case 'sleep':
+        return this.sleep(state, move.until);
+      case 'run':
+        return this.runStep(state, move, now);
+      case 'wake':
+        return this.wake(state, move, now);
+    }
+  }
+
+  /** wake_seq first, then the events: an event recorded after this read raises wake_seq. */
+  private async readEvents(): Promise<ReadonlyMap<string, ReceivedEvent>> {
+    const row = await readRunLease(this.services.db, this.run.id);
+    if (row) this.wakeSeq = row.wake_seq;
+    return receivedEvents(this.services.db, this.run.id);
+  }
+
+  /** Submits a guarded write; on success the run's state is the one written. */
+  private async commit(write: Omit<StepWrite, 'lease' | 'state' | 'from'> & { state: EngineState }): Promise<void> {
+    // A run that ends while another branch waits leaves no step open and no event wait behind.
+    const closeOpenSteps = write.end !== undefined && Object.values(write.state.nodes).some((node) => node.open);
+    const applied = await this.control.committer.submit({
+      ...write,
+      closeOpenSteps,
+      from: this.status,
+      lease: this.lease,
+      state: JSON.stringify(write.state),
+    });
+    if (!applied) throw new GuardFailed();
+    this.state = write.state;
+    this.status = 'running';
+  }
+
+  private async sleep(state: EngineState, until: string): Promise<Turn> {
+    const released = await releaseRun(this.services.db, this.lease, {
+      availableAt: until,
+      state: JSON.stringify(state),
+      wakeSeq: this.wakeSeq,
+    });
+    if (released) return 'done';
+    const row = await readRunLease(this.services.db, this.run.id);
+    if (!row || row.lease_owner !== this.lease.owner || row.lease_fence !== this.lease.fence) return 'done';
+    // An event came in since we looked: look again instead of sleeping past it.
+    this.wakeSeq = row.wake_seq;
+    this.state = state;
+    return 'continue';
+  }
+
+  private request(state: EngineState, nodeId: string, automation: StepRequest['automation'], now: Date): StepRequest {
+    return {
+      run: this.run,
+      nodeId,
+      automation,
+      context: expressionContext(this.run, state),
+      expressions: this.expressions,
+      now,
+      stepKey: `${this.run.id}:${nodeId}:${automation.id}`,
+    };
+  }
+
+  private async runStep(state: EngineState, move: Extract<Move, { kind: 'run' }>, now: Date): Promise<Turn> {
+    const handler = AUTOMATIONS[move.automation.type];
+    const request = this.request(state, move.nodeId, move.automation, now);
+    const at = now.toISOString();
+    const step: StepInHand = { stepId: uuidv7(now.getTime()), attempt: move.attempt, startedAt: at, recorded: false };
+    if (handler.mode === 'local') {
+      return this.commitLocal(state, move, attempt(() => handler.decide(request, this.services), request), at, step);
+    }
+    if (handler.mode === 'wait') {
+      let begun: ReturnType<typeof handler.begin>;
+      try {
+        begun = handler.begin(request, this.services);
+      } catch (error) {
+        return this.commitLocal(state, move, failureOutcome(error, request), at, step);
+      }
+      const open: OpenStep = {
+        stepId: step.stepId,
+        automationId: move.automation.id,
+        attempt: move.attempt,
+        startedAt: at,
+        dueAt: begun.dueAt,
+        ...(begun.event !== undefined ? { event: begun.event } : {}),
+      };
+      await this.commit({
+        state: beginStep(state, move.nodeId, open),
+        at,
+        requireRunning: true,
+        effect: begun.write,
+        insertStep: this.stepRow(move.nodeId, move.automation, step),
+      });
+      return 'continue';
+    }
+    return this.call(state, move, request, handler.call, step);
+  }
+
+  /**
+   * A call: the open step is committed before it, the outcome after it. If the lease is lost
+   * meanwhile the outcome cannot be recorded, and the next worker repeats the call with the
+   * same idempotency key (the one side effect that may happen twice).
+   */
+  private async call(
+    state: EngineState,
+    move: Extract<Move, { kind: 'run' }>,
+    request: StepRequest,
+    call: (request: StepRequest, services: EngineServices) => Promise<StepResult>,
+    step: StepInHand,
+  ): Promise<Turn> {
+    const open: OpenStep = { stepId: step.stepId, automationId: move.automation.id, attempt: move.attempt, startedAt: step.startedAt };
+    const started = beginStep(state, move.nodeId, open);
+    await this.commit({
+      state: started,
+      at: step.startedAt,
+      requireRunning: true,
+      insertStep: this.stepRow(move.nodeId, move.automation, step),
+      ...(move.redo ? { interruptStep: move.redo.stepId } : {}),
+    });
+    let result: StepResult;
+    try {
+      result = await call(request, this.services);
+    } catch (error) {
+      result = failureOutcome(error, request).result;
+    }
+    const finishedAt = this.nowIso();
+    // The outcome is recorded even if the run was paused or canceled meanwhile: the call happened.
+    await this.commit({
+      state: finishStep(started, move.nodeId, move.automation.id, result, finishedAt),
+      at: finishedAt,
+      requireRunning: false,
+      finishStep: { stepId: step.stepId, finish: stepFinish(result, finishedAt) },
+    });
+    return 'continue';
+  }
+
+  private async wake(state: EngineState, move: Extract<Move, { kind: 'wake' }>, now: Date): Promise<Turn> {
+    const handler = AUTOMATIONS[move.automation.type];
+    if (handler.mode !== 'wait') throw new Error(`automation type ${move.automation.type} does not wait`);
+    const request = this.request(state, move.nodeId, move.automation, now);
+    const outcome = attempt(() => handler.wake(request, move.open, move.reason, move.received), request);
+    return this.commitLocal(state, move, outcome, now.toISOString(), { ...move.open, recorded: true });
+  }
+
+  /**
+   * A local step, or the end of a wait, in one write: the guard, the effect, the step record,
+   * and the run's end when this step decides it (so a one-step run ends in one commit).
+   */
+  private async commitLocal(
+    state: EngineState,
+    move: { nodeId: string; automation: StepRequest['automation'] },
+    outcome: LocalOutcome,
+    at: string,
+    step: StepInHand,
+  ): Promise<Turn> {
+    const finished = finishStep(state, move.nodeId, move.automation.id, outcome.result, at);
+    const holds = linkCheck(this.expressions, expressionContext(this.run, finished));
+    const after = plan(this.graph, finished, { now: at, holds });
+    const ends = after.move.kind === 'end' ? after.move.end : null;
+    const finish = stepFinish(outcome.result, at);
+    await this.commit({
+      state: after.state,
+      at,
+      requireRunning: true,
+      ...(ends ? { end: endOf(ends) } : {}),
+      effect: outcome.write,
+      alone: outcome.alone,
+      ...(step.recorded
+        ? { finishStep: { stepId: step.stepId, finish } }
+        : {
+            insertStep: {
+              ...this.stepRow(move.nodeId, move.automation, step),
+              finished_at: finish.at,
+              outcome: finish.outcome,
+              output: finish.output,
+              error: finish.error,
+            },
+          }),
+    });
+    outcome.afterCommit?.();
+    return ends ? 'done' : 'continue';
+  }
+
+  /** Why a guarded write failed, and what to do: let go, stop, or look again. */
+  private async afterGuardFailed(): Promise<Turn> {
+    const row = await readRunLease(this.services.db, this.run.id);
+    if (!row || row.lease_owner !== this.lease.owner || row.lease_fence !== this.lease.fence) return 'done';
+    if (row.automation_status !== this.status) {
+      // Paused or ended by the API: end the lease. A resumed run is due at once and goes on
+      // from the last recorded step.
+      await releaseRun(this.services.db, this.lease, { availableAt: this.nowIso() });
+      return 'done';
+    }
+    return 'continue';
+  }
+
+  private stepRow(nodeId: string, automation: StepRequest['automation'], step: StepInHand): RunStepTable {
+    return {
+      id: step.stepId,
+      run_id: this.run.id,
+      node_id: nodeId,
+      automation_id: automation.id,
+      automation_type: automation.type,
+      attempt: step.attempt,
+      started_at: step.startedAt,
+      finished_at: null,
+      outcome: null,
+      output: null,
+      error: null,
+    };
+  }
+
+  private nowIso(): string {
+    return this.services.clock.now().toISOString();
+  }
+}
+
+function endOf(end: RunEnd): NonNullable<StepWrite['end']> {
+  return { status: end.status, error: end.status === 'errored' ? { message: end.message, nodeId: end.nodeId } : null };
+}
+
+/** A step that throws (bad settings, an expression failing at run time) errors the run at its node. */
+function attempt(decide: () => LocalOutcome, request: StepRequest): LocalOutcome {
+  try {
+    return decide();
+  } catch (error) {
+    return failureOutcome(error, request);
+  }
+}
+
+function failureOutcome(error: unknown, request: StepRequest): LocalOutcome {
+  const detail = error instanceof Error ? error.message : String(error);
+  const message = error instanceof StepFailure ? detail : `${request.automation.type} automation "${request.automation.id}": ${detail}`;
+  return { result: { outcome: 'failed', output: null, end: { status: 'errored', nodeId: request.nodeId, message } } };
+}
+
+function stepFinish(result: StepResult, at: string): StepFinish {
+  return {
+    at,
+    outcome: result.outcome,
+    output: result.output === undefined ? null : JSON.stringify(result.output),
+    error: result.end?.status === 'errored' ? result.end.message : null,
+  };
+}

@@ -1,0 +1,92 @@
+/**
+ * What the API shows of execution (DESIGN §6, additive): a run's step timeline, and a diagram's
+ * graph in the blueprint file format, with each node's state and times for an instance.
+ */
+import type { DbOrTx } from '../storage/database.js';
+import { parseJson } from '../lib/json.js';
+import { findDiagram, loadBlueprintGraph } from '../modules/diagrams/diagram.repository.js';
+import { parseEngineState, nodeStateOf, type NodeState } from './engine-state.js';
+import { listStepRows } from './sql/step-rows.js';
+
+export interface StepView {
+  stepId: string;
+  nodeId: string;
+  automationId: string;
+  type: string;
+  attempt: number;
+  startedAt: string;
+  finishedAt: string | null;
+  outcome: string | null;
+  output: unknown;
+  error: string | null;
+}
+
+/** The steps of a run in the workspace, in the order they started; null when there is no such run. */
+export async function runTimeline(db: DbOrTx, workspaceId: string, runId: string): Promise<StepView[] | null> {
+  const run = await db.selectFrom('runs').select('id').where('workspace_id', '=', workspaceId).where('id', '=', runId).executeTakeFirst();
+  if (!run) return null;
+  const rows = await listStepRows(db, runId);
+  return rows.map((row) => ({
+    stepId: row.id,
+    nodeId: row.node_id,
+    automationId: row.automation_id,
+    type: row.automation_type,
+    attempt: row.attempt,
+    startedAt: row.started_at,
+    finishedAt: row.finished_at,
+    outcome: row.outcome,
+    output: parseJson<unknown>(row.output, null),
+    error: row.error,
+  }));
+}
+
+interface StoredNode {
+  id: string;
+  [field: string]: unknown;
+}
+
+interface StoredGraph {
+  name: string;
+  tags?: string[];
+  swimlanes?: unknown[];
+  nodes: StoredNode[];
+  links: unknown[];
+}
+
+export interface GraphView {
+  name: string;
+  tags: string[];
+  swimlanes: unknown[];
+  nodes: (StoredNode & { state?: NodeState; startedAt?: string | null; finishedAt?: string | null })[];
+  links: unknown[];
+}
+
+/**
+ * A blueprint's current version, or an instance's frozen version with node states. Null when
+ * the id is not a diagram of the workspace.
+ */
+export async function diagramGraph(db: DbOrTx, workspaceId: string, id: string): Promise<GraphView | null> {
+  const diagram = await findDiagram(db, workspaceId, id);
+  if (!diagram) return null;
+  const blueprintId = diagram.type === 'instance' ? diagram.sourceId : diagram.id;
+  if (!blueprintId) return null;
+  const stored = (await loadBlueprintGraph(db, blueprintId, diagram.version)) as StoredGraph | null;
+  if (!stored) return null;
+  const graph: GraphView = {
+    name: stored.name,
+    tags: stored.tags ?? [],
+    swimlanes: stored.swimlanes ?? [],
+    nodes: stored.nodes,
+    links: stored.links,
+  };
+  if (diagram.type !== 'instance') return graph;
+  const run = await db.selectFrom('runs').select('engine_state').where('id', '=', id).executeTakeFirst();
+  const state = parseEngineState(run?.engine_state ?? null);
+  return {
+    ...graph,
+    nodes: stored.nodes.map((node) => {
+      const progress = state?.nodes[node.id];
+      return { ...node, state: nodeStateOf(state, node.id), startedAt: progress?.startedAt ?? null, finishedAt: progress?.finishedAt ?? null };
+    }),
+  };
+}

@@ -1,0 +1,38 @@
+/**
+ * The step timeline (`run_steps`): one row per execution of an automation, written before and
+ * after it runs. Writes here are always made inside a transaction whose first statement was a
+ * fenced write on the run, so a worker without its lease never gets this far.
+ */
+import type { DbOrTx, RunStepTable } from '../../storage/database.js';
+
+/** Step rows of several runs, one statement. */
+export async function insertSteps(db: DbOrTx, rows: RunStepTable[]): Promise<void> {
+  if (rows.length > 0) await db.insertInto('run_steps').values(rows).execute();
+}
+
+export async function finishStepRow(
+  db: DbOrTx,
+  stepId: string,
+  finish: { at: string; outcome: string; output: string | null; error: string | null },
+): Promise<void> {
+  await db
+    .updateTable('run_steps')
+    .set({ finished_at: finish.at, outcome: finish.outcome, output: finish.output, error: finish.error })
+    .where('id', '=', stepId)
+    .execute();
+}
+
+/** An attempt whose worker was lost before it recorded an outcome. */
+export async function interruptStepRow(db: DbOrTx, stepId: string, at: string): Promise<void> {
+  await db
+    .updateTable('run_steps')
+    .set({ finished_at: at, outcome: 'interrupted', error: 'the worker running this step was lost before it recorded an outcome' })
+    .where('id', '=', stepId)
+    .where('finished_at', 'is', null)
+    .execute();
+}
+
+/** A run's timeline, in the order the steps started (ids are time-ordered UUID v7). */
+export async function listStepRows(db: DbOrTx, runId: string): Promise<RunStepTable[]> {
+  return db.selectFrom('run_steps').selectAll().where('run_id', '=', runId).orderBy('id').execute();
+}

@@ -1,0 +1,185 @@
+/**
+ * Group commit for the guarded writes of a worker's runs. Every execution hands its write (the
+ * run's new progress, the step record, the step's effect, maybe the run's end) to `submit`;
+ * writes that arrive while a commit is in progress are committed together in the next
+ * transaction, with one guarded UPDATE for all their runs, one INSERT for all their step rows
+ * and one tag swap per end status.
+ *
+ * Why: a one-node run took one transaction of seven statements to itself, and the commit (the
+ * pages it dirtied: the run row, its indexes, the Pathway tags, the step row) cost more than the
+ * work. Sharing the commit among the runs of a batch measured several times more runs per
+ * second on both stores (src/engine/README.md, "Decisions").
+ *
+ * Each run's write stays atomic and guarded: its guard is its own row's condition in the shared
+ * UPDATE (lease current, and `running` when a step starts), and its remaining statements are
+ * made only when that row passed. A write whose effect may ask for a new plan (the end of an
+ * event wait by timeout) is committed alone, so rolling it back never touches another run.
+ */
+import { sql } from 'kysely';
+import type { Db, DbOrTx, RunStepTable } from '../storage/database.js';
+import type { RunStatus } from './run-status.js';
+import { swapStatusTags } from './run-transitions.js';
+import type { Lease } from './sql/lease.js';
+import { interruptWaits } from './sql/interrupt-waits.js';
+import { finishStepRow, insertSteps, interruptStepRow } from './sql/step-rows.js';
+
+export interface StepFinish {
+  at: string;
+  outcome: string;
+  output: string | null;
+  error: string | null;
+}
+
+export interface StepWrite {
+  lease: Lease;
+  at: string;
+  /**
+   * The run's status as its worker knows it: `scheduled` for the first write after a claim,
+   * which also moves the run to `running` (or straight to its end).
+   */
+  from: 'scheduled' | 'running';
+  /** The run's progress after this write (engine_state JSON). */
+  state: string;
+  /** A step may start only while the run is `running`; recording a call's outcome needs only the lease. */
+  requireRunning: boolean;
+  /** Ends the run, with its lease. */
+  end?: { status: RunStatus; error: { message: string; nodeId: string } | null };
+  /** A step row to insert (a step starting, or a local step whole). */
+  insertStep?: RunStepTable;
+  /** A step row that finishes now (a call's outcome, a wait woken). */
+  finishStep?: { stepId: string; finish: StepFinish };
+  /** The open attempt of a call that is being made again. */
+  interruptStep?: string;
+  /** The run ends while other branches still have steps open: close them, drop their event waits. */
+  closeOpenSteps?: boolean;
+  /** The step's own database writes (tags, event waits). */
+  effect?: (tx: DbOrTx, at: string) => Promise<void>;
+  /** The effect may throw to ask for a new plan: commit this write on its own. */
+  alone?: boolean;
+}
+
+interface Pending {
+  write: StepWrite;
+  resolve: (applied: boolean) => void;
+  reject: (error: unknown) => void;
+}
+
+export class StepCommitter {
+  private queue: Pending[] = [];
+  private inFlight = 0;
+  private scheduled = false;
+
+  constructor(
+    private readonly db: Db,
+    private readonly options: { maxBatch?: number; concurrency?: number } = {},
+  ) {}
+
+  /** True when the write was applied; false when its guard failed (paused, ended, lease lost). */
+  submit(write: StepWrite): Promise<boolean> {
+    return new Promise((resolve, reject) => {
+      this.queue.push({ write, resolve, reject });
+      this.schedule();
+    });
+  }
+
+  private schedule(): void {
+    if (this.scheduled || this.inFlight >= (this.options.concurrency ?? 1) || this.queue.length === 0) return;
+    this.scheduled = true;
+    // setImmediate lets every execution that reached its write in this turn join the batch.
+    setImmediate(() => {
+      this.scheduled = false;
+      void this.flush();
+    });
+  }
+
+  private async flush(): Promise<void> {
+    if (this.inFlight >= (this.options.concurrency ?? 1) || this.queue.length === 0) return;
+    const batch = takeBatch(this.queue, this.options.maxBatch ?? 200);
+    this.inFlight++;
+    try {
+      const applied = await this.db.transaction().execute((tx) => commitWrites(tx, batch.map((p) => p.write)));
+      batch.forEach((pending) => pending.resolve(applied.has(pending.write.lease.runId)));
+    } catch (error) {
+      for (const pending of batch) pending.reject(error);
+    } finally {
+      this.inFlight--;
+      this.schedule();
+    }
+  }
+}
+
+/** The next batch: up to `max` writes, or one write that must be alone. */
+function takeBatch(queue: Pending[], max: number): Pending[] {
+  if (queue[0].write.alone) return queue.splice(0, 1);
+  const end = queue.findIndex((pending, i) => i >= max || pending.write.alone);
+  return queue.splice(0, end === -1 ? queue.length : end);
+}
+
+/** Writes of several runs in one transaction; answers the runs whose guard passed. */
+export async function commitWrites(tx: DbOrTx, writes: StepWrite[]): Promise<Set<string>> {
+  const applied = await guardedUpdate(tx, writes);
+  const passed = writes.filter((write) => applied.has(write.lease.runId));
+  for (const write of passed) {
+    if (write.interruptStep) await interruptStepRow(tx, write.interruptStep, write.at);
+    await write.effect?.(tx, write.at);
+    if (write.finishStep) await finishStepRow(tx, write.finishStep.stepId, write.finishStep.finish);
+  }
+  await insertSteps(tx, passed.flatMap((write) => (write.insertStep ? [write.insertStep] : [])));
+  for (const write of passed) {
+    if (write.end && write.closeOpenSteps) {
+      await interruptWaits(tx, write.lease.runId, write.at, `the run ended (${write.end.status}) before this step finished`);
+    }
+  }
+  // The Pathway status tags follow, one swap per kind of move.
+  const moves = new Map<string, { from: RunStatus; to: RunStatus; runIds: string[] }>();
+  for (const write of passed) {
+    const to = statusAfter(write);
+    if (to === write.from) continue;
+    const key = `${write.from}>${to}`;
+    const move = moves.get(key) ?? { from: write.from, to, runIds: [] };
+    move.runIds.push(write.lease.runId);
+    moves.set(key, move);
+  }
+  for (const move of moves.values()) await swapStatusTags(tx, move.runIds, move.from, move.to, passed[0].at);
+  return applied;
+}
+
+function statusAfter(write: StepWrite): RunStatus {
+  return write.end ? write.end.status : 'running';
+}
+
+/**
+ * One UPDATE guards and writes every run of the batch, joined to a VALUES list of the writes:
+ * each row must still be leased at its own fence, and be in the status its worker knows where
+ * a step starts or the run moves on (recording a call's outcome needs the lease alone). A row
+ * that moves gets its status and time; a row that ends also its error and the end of its lease,
+ * exactly as setRunStatus writes them. Answers the runs whose guard passed.
+ *
+ * One statement per batch instead of one per run: on PostgreSQL one round trip instead of one
+ * per run; on SQLite the same time inside SQLite (51 ms against 52 ms for 3,000 one-node runs)
+ * and none of the per-run query building. A CASE chain per column was slower (127 ms).
+ */
+async function guardedUpdate(tx: DbOrTx, writes: StepWrite[]): Promise<Set<string>> {
+  const owner = writes[0].lease.owner;
+  const rows = writes.map((write) => {
+    const to = statusAfter(write);
+    const checkStatus = write.requireRunning || to !== write.from ? 1 : 0;
+    const error = write.end?.error ? JSON.stringify(write.end.error) : null;
+    return sql`(${write.lease.runId}, cast(${write.lease.fence} as integer), ${write.state}, ${write.from}, ${to}, cast(${checkStatus} as integer), cast(${write.end ? 1 : 0} as integer), ${error}, ${write.at})`;
+  });
+  const result = await sql<{ id: string }>`
+    with w (id, fence, state, from_status, to_status, check_status, ends, error, at) as (values ${sql.join(rows)})
+    update runs set
+      engine_state = w.state,
+      automation_status = case when w.to_status <> w.from_status then w.to_status else runs.automation_status end,
+      updated_at = case when w.to_status <> w.from_status then w.at else runs.updated_at end,
+      error = case when w.ends = 1 then w.error else runs.error end,
+      lease_owner = case when w.ends = 1 then null else runs.lease_owner end
+    from w
+    where runs.id = w.id
+      and runs.lease_owner = ${owner}
+      and runs.lease_fence = w.fence
+      and (w.check_status = 0 or runs.automation_status = w.from_status)
+    returning runs.id`.execute(tx);
+  return new Set(result.rows.map((row) => row.id));
+}

@@ -1,0 +1,291 @@
+/**
+ * A worker: claims due runs in small batches, executes each (run-execution.ts), keeps their
+ * leases alive with heartbeats, and lets them go when it stops.
+ *
+ * It polls (every `pollMs`, with ±50% jitter so workers spread out) and is woken early by
+ * `signals.on('runs')` (a run created or resumed in this process) or by `wake()` (another
+ * process's notification). After a full batch it claims again at once; when a whole batch no
+ * longer fits its slots it waits until one does.
+ *
+ * Tests and benchmarks drive it without the loop: `runOnce()` claims one batch and executes it
+ * to the end, `drain()` repeats until nothing is due.
+ */
+import { hostname } from 'node:os';
+import { randomBytes } from 'node:crypto';
+import { ExpressionCache } from '../lib/fhirpath.js';
+import { addMs } from '../lib/clock.js';
+import { GraphCache } from './graph-cache.js';
+import type { EngineServices } from './engine-services.js';
+import { loadClaimedRuns, type LoadedRun } from './run-loader.js';
+import { RunExecution } from './run-execution.js';
+import { setRunStatus } from './run-transitions.js';
+import { claimRuns, type ClaimedRunRow } from './sql/claim-runs.js';
+import { extendLeases } from './sql/extend-leases.js';
+import type { Lease } from './sql/lease.js';
+import { releaseRun } from './sql/release-run.js';
+import { StepCommitter } from './step-committer.js';
+
+export interface WorkerOptions {
+  /** Names this worker in leases; unique per process start by default. */
+  workerId?: string;
+  /** How long a claim holds a run without a heartbeat (default 30 s). */
+  leaseMs?: number;
+  pollMs?: number;
+  /** Most runs claimed in one statement. */
+  batchSize?: number;
+  /** Most runs executed at once (runs in an http call or a short step each hold one). */
+  concurrency?: number;
+  /** Claims in flight at once (default: 2 on PostgreSQL, where a claim waits on the network; 1 on SQLite). */
+  claimConcurrency?: number;
+}
+
+interface HeldRun {
+  lease: Lease;
+  lost: boolean;
+}
+
+/** A run that failed in an unexpected way is retried after this, not at once. */
+const RETRY_AFTER_FAILURE_MS = 5_000;
+
+export class RunWorker {
+  readonly id: string;
+  private readonly leaseMs: number;
+  private readonly pollMs: number;
+  private readonly batchSize: number;
+  private readonly concurrency: number;
+  private readonly expressions = new ExpressionCache(2000);
+  private readonly graphs: GraphCache;
+  private readonly committer: StepCommitter;
+  private readonly held = new Map<string, HeldRun>();
+  private readonly executing = new Set<Promise<void>>();
+  private heartbeat: NodeJS.Timeout | null = null;
+  private readonly claimConcurrency: number;
+  private loop: Promise<void> | null = null;
+  private stopping = false;
+  /** Claims in flight: each reserves a batch of slots. */
+  private claiming = 0;
+  private wakePending = false;
+  private readonly wakeNaps = new Set<() => void>();
+  private unsubscribe: (() => void) | null = null;
+
+  constructor(
+    private readonly services: EngineServices,
+    options: WorkerOptions = {},
+  ) {
+    this.id = options.workerId ?? `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
+    this.leaseMs = options.leaseMs ?? 30_000;
+    this.pollMs = options.pollMs ?? 250;
+    this.concurrency = options.concurrency ?? 64;
+    this.batchSize = Math.min(options.batchSize ?? 20, this.concurrency);
+    this.claimConcurrency = options.claimConcurrency ?? (services.dialect === 'postgres' ? 2 : 1);
+    this.graphs = new GraphCache(services.db);
+    // SQLite has one writer; on PostgreSQL a second commit may be prepared while one flushes.
+    this.committer = new StepCommitter(services.db, { concurrency: services.dialect === 'postgres' ? 2 : 1 });
+  }
+
+  /** Starts the claim loop in the background. */
+  start(): void {
+    if (this.loop) return;
+    this.unsubscribe = this.services.signals.on('runs', () => this.wake());
+    this.loop = Promise.all(Array.from({ length: this.claimConcurrency }, () => this.claimLoop())).then(() => undefined);
+  }
+
+  /** Work may be waiting: claim now instead of at the next poll. */
+  wake(): void {
+    this.wakePending = true;
+    for (const wakeNap of [...this.wakeNaps]) wakeNap();
+  }
+
+  /** Stops claiming, lets every held run reach a step boundary and releases it. */
+  async stop(): Promise<void> {
+    this.stopping = true;
+    this.unsubscribe?.();
+    this.wake();
+    await this.loop;
+    await Promise.allSettled([...this.executing]);
+    this.stopHeartbeat();
+  }
+
+  /** Claims one batch and executes it to the end (sleep, pause, end). Answers how many were claimed. */
+  async runOnce(limit = this.batchSize): Promise<number> {
+    const started = await this.claimAndStart(limit);
+    await Promise.allSettled(started);
+    return started.length;
+  }
+
+  /** Runs batches until nothing is due. Answers how many runs were claimed (a run woken again counts again). */
+  async drain(maxBatches = 10_000): Promise<number> {
+    let total = 0;
+    for (let i = 0; i < maxBatches; i++) {
+      const claimed = await this.runOnce();
+      if (claimed === 0) return total;
+      total += claimed;
+    }
+    return total;
+  }
+
+  /**
+   * One claim loop. On PostgreSQL two run side by side: a claim there waits on the network, and
+   * while one waits the other can take the runs that arrived meanwhile (SKIP LOCKED keeps them
+   * apart). On SQLite the one connection does the claims one after the other anyway.
+   */
+  private async claimLoop(): Promise<void> {
+    while (!this.stopping) {
+      let claimed = 0;
+      // Claim in whole batches: a claim is one statement whatever its size.
+      if (this.hasRoomForBatch()) {
+        this.claiming++;
+        try {
+          claimed = (await this.claimAndStart(this.batchSize)).length;
+        } catch (error) {
+          this.services.logger.error({ err: { message: (error as Error).message }, workerId: this.id }, 'claiming runs failed');
+        } finally {
+          this.claiming--;
+        }
+      }
+      // A full batch means more may be due: claim again at once while a whole batch fits.
+      if (claimed === this.batchSize && this.hasRoomForBatch()) continue;
+      await this.nap(this.jitteredPoll());
+    }
+  }
+
+  private hasRoomForBatch(): boolean {
+    const busy = this.executing.size + this.claiming * this.batchSize;
+    return busy === 0 || this.concurrency - busy >= this.batchSize;
+  }
+
+  private nap(ms: number): Promise<void> {
+    if (this.wakePending || this.stopping) {
+      this.wakePending = false;
+      return Promise.resolve();
+    }
+    return new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        this.wakeNaps.delete(done);
+        this.wakePending = false;
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      this.wakeNaps.add(done);
+    });
+  }
+
+  private jitteredPoll(): number {
+    return Math.round(this.pollMs * (0.5 + Math.random()));
+  }
+
+  /**
+   * One claim: a batch is leased in one statement, then each run starts executing. A scheduled
+   * run turns `running` with its first recorded step (the same guarded write), not in a
+   * transaction of its own: fire-to-running is one commit shorter.
+   */
+  private async claimAndStart(limit: number): Promise<Promise<void>[]> {
+    if (limit <= 0 || this.stopping) return [];
+    const now = this.services.clock.now().toISOString();
+    const rows = await claimRuns(this.services.db, this.services.dialect, {
+      owner: this.id,
+      now,
+      leaseUntil: addMs(now, this.leaseMs),
+      limit,
+    });
+    if (rows.length === 0) return [];
+    for (const row of rows) this.held.set(row.id, { lease: { runId: row.id, owner: this.id, fence: row.lease_fence }, lost: false });
+    this.ensureHeartbeat();
+    let loaded: LoadedRun[];
+    try {
+      loaded = await loadClaimedRuns(this.services.db, this.graphs, rows, now);
+    } catch (error) {
+      await Promise.allSettled(rows.map((row) => this.letGoAfterFailure(row.id, error)));
+      throw error;
+    }
+    return loaded.map((run) => this.track(this.execute(run)));
+  }
+
+  private track(execution: Promise<void>): Promise<void> {
+    this.executing.add(execution);
+    void execution.finally(() => {
+      this.executing.delete(execution);
+      // Room for a whole batch again (after the slots were full): the loop may claim.
+      if (this.concurrency - this.executing.size === this.batchSize) this.wake();
+    });
+    return execution;
+  }
+
+  private async execute(loaded: LoadedRun): Promise<void> {
+    const held = this.held.get(loaded.row.id)!;
+    try {
+      if (!loaded.graph || !loaded.state) return await this.failUnreadable(loaded.row, held.lease);
+      const execution = new RunExecution(
+        this.services,
+        this.expressions,
+        loaded.graph,
+        loaded.run,
+        loaded.state,
+        loaded.row.wake_seq,
+        {
+          lease: held.lease,
+          committer: this.committer,
+          claimedAs: loaded.row.automation_status === 'scheduled' ? 'scheduled' : 'running',
+          lost: () => held.lost,
+          stopping: () => this.stopping,
+        },
+      );
+      await execution.execute();
+    } catch (error) {
+      await this.letGoAfterFailure(loaded.row.id, error);
+    } finally {
+      this.held.delete(loaded.row.id);
+      if (this.held.size === 0) this.stopHeartbeat();
+    }
+  }
+
+  /** The frozen graph cannot be read (missing or no longer valid): the run errors. */
+  private async failUnreadable(row: ClaimedRunRow, lease: Lease): Promise<void> {
+    const at = this.services.clock.now().toISOString();
+    const moved = await this.services.db.transaction().execute((tx) =>
+      setRunStatus(tx, {
+        runId: row.id,
+        from: row.automation_status === 'scheduled' ? 'scheduled' : 'running',
+        to: 'errored',
+        at,
+        error: { message: `the blueprint version this run was copied from (${row.source_id} v${row.source_version}) cannot be read`, nodeId: '' },
+        endLease: lease,
+      }),
+    );
+    // Paused or canceled meanwhile: let go, so a resumed run is not held until the lease ends.
+    if (!moved) await releaseRun(this.services.db, lease, { availableAt: at });
+  }
+
+  /** An unexpected failure (a store error, a bug): log it, and let the run be retried later. */
+  private async letGoAfterFailure(runId: string, error: unknown): Promise<void> {
+    this.services.logger.error({ err: { message: (error as Error).message }, runId, workerId: this.id }, 'executing a run failed; it will be retried');
+    const held = this.held.get(runId);
+    if (!held || held.lost) return;
+    const retryAt = addMs(this.services.clock.now().toISOString(), RETRY_AFTER_FAILURE_MS);
+    await releaseRun(this.services.db, held.lease, { availableAt: retryAt }).catch(() => undefined);
+  }
+
+  private ensureHeartbeat(): void {
+    if (this.heartbeat) return;
+    this.heartbeat = setInterval(() => void this.beat(), Math.max(50, Math.floor(this.leaseMs / 3)));
+  }
+
+  private stopHeartbeat(): void {
+    if (this.heartbeat) clearInterval(this.heartbeat);
+    this.heartbeat = null;
+  }
+
+  /** Extends every held lease; a run whose lease was taken is marked lost and writes nothing more. */
+  private async beat(): Promise<void> {
+    const holding = [...this.held.values()].filter((held) => !held.lost);
+    if (holding.length === 0) return;
+    try {
+      const until = addMs(this.services.clock.now().toISOString(), this.leaseMs);
+      const extended = await extendLeases(this.services.db, holding.map((held) => held.lease), until);
+      for (const held of holding) if (!extended.has(held.lease.runId) && this.held.get(held.lease.runId) === held) held.lost = true;
+    } catch (error) {
+      this.services.logger.warn({ err: { message: (error as Error).message }, workerId: this.id }, 'heartbeat failed');
+    }
+  }
+}

@@ -1,0 +1,102 @@
+/**
+ * `POST /v1/webhooks/{webhookId}`: signed deliveries (interface spec "Deliver data", DESIGN §7).
+ * Public: no API key; the signature (or, for bearer endpoints, the secret) proves the sender.
+ *
+ * Its own encapsulated context, because the HMAC is over the raw bytes: here `application/json`
+ * is read as a Buffer (up to 20 MiB) and parsed only after the signature checks out; any other
+ * content type is 415. The order of answers:
+ *   404 unknown or deleted endpoint (checked first, before the body is read)
+ *   429 the endpoint's rate limit (RateLimit-* headers on every answer)
+ *   413 / 415 body too large / not JSON
+ *   401 `invalid_signature` | `signature_expired`
+ *   403 `webhook_inactive` (told only to a sender who proved the secret)
+ *   400 not JSON, or not an accepted body shape; bad Idempotency-Key
+ *   409 `idempotency_mismatch`
+ *   202 `{accepted, idempotencyKey}` once the delivery is stored
+ */
+import { Type } from '@sinclair/typebox';
+import type { FastifyRequest } from 'fastify';
+import type { Api } from '../types.js';
+import type { Container } from '../../container.js';
+import { ErrorBody, IdParams, Nullable } from '../schemas/common.js';
+import { rateLimitedError, setRateLimitHeaders } from '../plugins/authenticate.js';
+import { ApiError, notFound } from '../../lib/errors.js';
+import { createSecretBox } from '../../lib/secret-box.js';
+import { SIGNATURE_HEADER } from '../../ingestion/signature.js';
+import { checkDeliveryCredentials, findDeliveryEndpoint, type DeliveryEndpoint } from '../../modules/deliveries/delivery-endpoint.js';
+import { receiveDelivery } from '../../modules/deliveries/delivery-intake.js';
+
+/** DESIGN §2: webhook deliveries up to 20 MiB (413 beyond). */
+export const MAX_DELIVERY_BYTES = 20 * 1024 * 1024;
+
+const Accepted = Type.Object({
+  accepted: Type.Integer({ description: 'resources and records accepted for processing' }),
+  idempotencyKey: Nullable(Type.String()),
+});
+
+export async function registerDeliveryRoutes(app: Api, container: Container): Promise<void> {
+  const box = createSecretBox(container.config.secretKey);
+
+  await app.register(async (scope) => {
+    // Looked up once in onRequest, read by the handler; per app, never module state.
+    const endpoints = new WeakMap<FastifyRequest, DeliveryEndpoint>();
+
+    scope.removeAllContentTypeParsers();
+    scope.addContentTypeParser('application/json', { parseAs: 'buffer', bodyLimit: MAX_DELIVERY_BYTES }, (_request, body, done) =>
+      done(null, body),
+    );
+
+    scope.addHook('onRequest', async (request, reply) => {
+      const { webhookId } = request.params as { webhookId?: string };
+      const endpoint = webhookId === undefined ? undefined : await findDeliveryEndpoint(container.db, webhookId);
+      if (!endpoint) throw notFound('webhook endpoint');
+      const decision = await container.rateLimiter.take(`webhook:${endpoint.id}`);
+      setRateLimitHeaders(reply, decision);
+      if (!decision.allowed) throw rateLimitedError(decision);
+      endpoints.set(request, endpoint);
+    });
+
+    scope.post(
+      '/v1/webhooks/:webhookId',
+      {
+        bodyLimit: MAX_DELIVERY_BYTES,
+        schema: {
+          tags: ['Webhook deliveries'],
+          summary: 'Deliver data: a FHIR R4 Bundle or resource, or plain records (signed)',
+          description:
+            'Authenticated by `X-Service-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<raw body>">` ' +
+            '(or, for endpoints created with `auth: "bearer"`, `Authorization: Bearer <endpoint secret>`), not by an ' +
+            'API key. `t` must be within 300 s of the service clock. Send `Idempotency-Key`: a replay with the same ' +
+            'key and body answers the first 202 again and processes nothing twice. Processing is asynchronous: see ' +
+            '`GET /v1/webhooks/{webhookId}/deliveries`.',
+          security: [],
+          params: IdParams('webhookId'),
+          response: { 202: Accepted, 400: ErrorBody, 401: ErrorBody, 403: ErrorBody, 404: ErrorBody, 409: ErrorBody, 413: ErrorBody, 415: ErrorBody, 429: ErrorBody },
+        },
+      },
+      async (request, reply) => {
+        const endpoint = endpoints.get(request);
+        if (!endpoint) throw new ApiError('internal', 'webhook endpoint was not resolved');
+        const rawBody = Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0);
+        const now = container.clock.now();
+        await checkDeliveryCredentials(
+          { db: container.db, box },
+          endpoint,
+          { signature: request.headers[SIGNATURE_HEADER], authorization: request.headers.authorization },
+          rawBody,
+          now,
+        );
+        if (!endpoint.active) throw new ApiError('webhook_inactive', 'this webhook endpoint is inactive; activate it to receive deliveries');
+        const result = await receiveDelivery(container.db, endpoint, {
+          rawBody,
+          idempotencyKey: request.headers['idempotency-key'],
+          requestId: request.id,
+          now,
+        });
+        if (result.replayed) reply.header('Idempotent-Replayed', 'true');
+        else container.signals.notify('deliveries');
+        return reply.code(202).send({ accepted: result.accepted, idempotencyKey: result.idempotencyKey });
+      },
+    );
+  });
+}

@@ -1,0 +1,87 @@
+/**
+ * Seeing execution (DESIGN §6, additive): a run's step timeline and a diagram's graph, with node
+ * states for an instance. Unknown ids and other workspaces' ids answer 404.
+ */
+import { Type, type Static } from '@sinclair/typebox';
+import type { Api } from '../types.js';
+import type { Container } from '../../container.js';
+import { IdParams, commonErrors, Nullable, Timestamp, Uuid } from '../schemas/common.js';
+import { notFound } from '../../lib/errors.js';
+import { diagramGraph, runTimeline } from '../../engine/run-views.js';
+
+const NODE_STATES = ['pending', 'active', 'waiting', 'done', 'skipped', 'failed'] as const;
+
+const StepSchema = Type.Object({
+  stepId: Uuid,
+  nodeId: Type.String(),
+  automationId: Type.String(),
+  type: Type.String({ description: 'automation type' }),
+  attempt: Type.Integer({ minimum: 1, description: 'more than 1 when an earlier attempt never recorded its outcome' }),
+  startedAt: Timestamp,
+  finishedAt: Nullable(Timestamp),
+  outcome: Nullable(Type.String({ description: 'ok, elapsed, event, timeout, failed, stopped, canceled, interrupted; null while running or waiting' })),
+  output: Type.Unknown(),
+  error: Nullable(Type.String()),
+});
+
+const TimelineSchema = Type.Object({ runId: Uuid, steps: Type.Array(StepSchema) });
+
+const AutomationSchema = Type.Object({ id: Type.String(), type: Type.String(), with: Type.Optional(Type.Unknown()) });
+
+const GraphNodeSchema = Type.Object({
+  id: Type.String(),
+  kind: Type.String(),
+  name: Type.Optional(Type.String()),
+  swimlaneId: Type.Optional(Type.String()),
+  automations: Type.Optional(Type.Array(AutomationSchema)),
+  state: Type.Optional(Type.Union(NODE_STATES.map((state) => Type.Literal(state)))),
+  startedAt: Type.Optional(Nullable(Timestamp)),
+  finishedAt: Type.Optional(Nullable(Timestamp)),
+});
+
+const GraphSchema = Type.Object({
+  name: Type.String(),
+  tags: Type.Array(Type.String()),
+  swimlanes: Type.Array(Type.Object({ id: Type.String(), name: Type.String() })),
+  nodes: Type.Array(GraphNodeSchema),
+  links: Type.Array(Type.Object({ from: Type.String(), to: Type.String(), when: Type.Optional(Type.String()) })),
+});
+
+export function registerEngineRoutes(api: Api, container: Container): void {
+  api.get(
+    '/v1/runs/:runId/steps',
+    {
+      config: { scope: 'runs:read' },
+      schema: {
+        tags: ['Runs'],
+        summary: "A run's step timeline, in the order the steps started",
+        params: IdParams('runId'),
+        response: { 200: TimelineSchema, ...commonErrors },
+      },
+    },
+    async (request) => {
+      const steps = await runTimeline(container.db, request.ctx.workspaceId, request.params.runId);
+      if (!steps) throw notFound('run');
+      return { runId: request.params.runId, steps };
+    },
+  );
+
+  api.get(
+    '/v1/diagrams/:id/graph',
+    {
+      config: { scope: 'diagrams:read' },
+      schema: {
+        tags: ['Diagrams'],
+        summary: 'The graph of a diagram in the blueprint file format; for an instance, each node with its state and times',
+        params: IdParams('id'),
+        response: { 200: GraphSchema, ...commonErrors },
+      },
+    },
+    async (request) => {
+      const graph = await diagramGraph(container.db, request.ctx.workspaceId, request.params.id);
+      if (!graph) throw notFound('diagram');
+      // The stored file was validated at import; the schema serialises exactly its fields.
+      return graph as Static<typeof GraphSchema>;
+    },
+  );
+}

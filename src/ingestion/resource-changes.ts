@@ -1,0 +1,135 @@
+/**
+ * What one delivery changes, worked out in memory before anything is written: the events it
+ * raises, the last state of every resource it touches, and the search records it creates,
+ * changes or removes. Pure: the stored states come in, plain values go out, so the processor
+ * writes the outcome in one transaction and tests check it without a database.
+ *
+ * Items are taken in delivery order, each seeing the state the ones before it left, so a bundle
+ * that creates and then updates an Encounter raises `created` then `updated`, and a status event
+ * fires only when the status differs from the one before (a repeated update raises none).
+ */
+import type { DeliveryItem, FhirResource } from './delivery-body.js';
+import { eventsFor } from './events.js';
+import { recordFromResource, subjectReferenceOf, type PlainRecord, type RecordType } from './records.js';
+
+/** What the service remembers of a resource between deliveries. */
+export interface ResourceState {
+  status: string | null;
+  /** id of the Patient resource it belongs to, or null */
+  patientId: string | null;
+  /** tags the resource gave its search record (Patient, Practitioner); null for other types */
+  sourceTags: string[] | null;
+}
+
+export interface RaisedEvent {
+  /** position of the item in the delivery */
+  index: number;
+  event: string;
+  /** the resource as delivered; for a deletion only `{resourceType, id}` */
+  resource: FhirResource;
+  /** the Patient id the resource belongs to (the run's subject), or null */
+  patientId: string | null;
+}
+
+export interface RecordChange {
+  record: PlainRecord;
+  /**
+   * The tags the previous delivery of this record gave it, null when it was never delivered.
+   * An update removes those (and keeps tags set since by pathways); with null, it replaces all.
+   */
+  previousSourceTags: string[] | null;
+}
+
+export interface DeliveryChanges {
+  events: RaisedEvent[];
+  /** final state per resource key; null when the delivery deleted it */
+  states: Map<string, ResourceState | null>;
+  /** final change per record key (`recordKey`); null when the record is to be removed */
+  records: Map<string, RecordChange | null>;
+  /** Patient ids that resources point at: records must exist for them to be subjects */
+  referencedPatients: Set<string>;
+  /** Patient ids of deleted resources: subjects if their record still exists, never made anew */
+  formerPatients: Set<string>;
+}
+
+export const stateKey = (resourceType: string, id: string): string => `${resourceType}\u0000${id}`;
+export const recordKey = (resourceType: RecordType, extId: string): string => `${resourceType}\u0000${extId}`;
+
+export function splitKey(key: string): [string, string] {
+  const at = key.indexOf('\u0000');
+  return [key.slice(0, at), key.slice(at + 1)];
+}
+
+const isRecordType = (type: string): type is RecordType => type === 'Patient' || type === 'Practitioner';
+const MAX_STATUS_LENGTH = 64;
+
+function statusOf(resource: FhirResource): string | null {
+  const { status } = resource;
+  return typeof status === 'string' && status.length <= MAX_STATUS_LENGTH ? status : null;
+}
+
+/** The state keys a delivery's items touch, for reading their stored states first. */
+export function touchedStateKeys(items: readonly DeliveryItem[]): Set<string> {
+  const keys = new Set<string>();
+  for (const item of items) {
+    if (item.kind === 'resource') keys.add(stateKey(item.resource.resourceType, item.resource.id));
+    else keys.add(stateKey(item.record.resourceType, item.record.extId));
+  }
+  return keys;
+}
+
+/**
+ * Walks the (already validated) items over the stored states. `stored` holds the states of the
+ * touched keys that exist; `byFullUrl` resolves `urn:uuid:` references inside a bundle.
+ */
+export function changesOf(
+  items: readonly DeliveryItem[],
+  stored: ReadonlyMap<string, ResourceState>,
+  byFullUrl: ReadonlyMap<string, FhirResource>,
+): DeliveryChanges {
+  const states = new Map<string, ResourceState | null>();
+  const records = new Map<string, RecordChange | null>();
+  const events: RaisedEvent[] = [];
+  const referencedPatients = new Set<string>();
+  const formerPatients = new Set<string>();
+  const current = (key: string): ResourceState | null => (states.has(key) ? states.get(key)! : stored.get(key) ?? null);
+  const storedTags = (key: string): string[] | null => stored.get(key)?.sourceTags ?? null;
+
+  for (const item of items) {
+    if (item.kind === 'record') {
+      const { record } = item;
+      const key = stateKey(record.resourceType, record.extId);
+      // Plain records keep search current; they are not FHIR resources and raise no events.
+      states.set(key, { status: null, patientId: record.resourceType === 'Patient' ? record.extId : null, sourceTags: record.tags });
+      records.set(recordKey(record.resourceType, record.extId), { record, previousSourceTags: storedTags(key) });
+      continue;
+    }
+
+    const { resource } = item;
+    const type = resource.resourceType;
+    const key = stateKey(type, resource.id);
+    const before = current(key);
+
+    if (item.deleted) {
+      // A deleted Patient's record leaves search with it, so its own event has no subject.
+      const patientId = type === 'Patient' ? null : before?.patientId ?? null;
+      if (patientId !== null) formerPatients.add(patientId);
+      for (const event of eventsFor(resource, { existed: before !== null, previousStatus: before?.status, deleted: true })) {
+        events.push({ index: item.index, event, resource, patientId });
+      }
+      states.set(key, null);
+      if (isRecordType(type)) records.set(recordKey(type, resource.id), null);
+      continue;
+    }
+
+    const patientId = subjectReferenceOf(resource, byFullUrl);
+    if (patientId !== null) referencedPatients.add(patientId);
+    const record = recordFromResource(resource);
+    for (const event of eventsFor(resource, { existed: before !== null, previousStatus: before?.status, deleted: false })) {
+      events.push({ index: item.index, event, resource, patientId });
+    }
+    states.set(key, { status: statusOf(resource), patientId, sourceTags: record ? record.tags : null });
+    if (record) records.set(recordKey(record.resourceType, record.extId), { record, previousSourceTags: storedTags(key) });
+  }
+  return { events, states, records, referencedPatients, formerPatients };
+}

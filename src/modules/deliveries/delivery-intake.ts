@@ -1,0 +1,115 @@
+/**
+ * Receiving a delivery (interface spec "Deliver data", DESIGN §4, §7): after the endpoint and
+ * the signature check out, the body must be JSON of an accepted shape; then it is stored, and
+ * only once it is stored does the caller get its 202. Processing happens later, elsewhere.
+ *
+ * Idempotency per endpoint, over the raw bytes: the same Idempotency-Key with the same body
+ * answers the first 202 again and stores nothing; with another body it is 409.
+ */
+import secureJson from 'secure-json-parse';
+import type { DbOrTx } from '../../storage/database.js';
+import { ApiError, invalidRequest } from '../../lib/errors.js';
+import { uuidv7 } from '../../lib/ids.js';
+import { sha256Hex } from '../../lib/json.js';
+import { parseDeliveryBody } from '../../ingestion/delivery-body.js';
+import { findDeliveryByKey, insertDelivery } from './delivery.repository.js';
+import type { DeliveryEndpoint } from './delivery-endpoint.js';
+
+const IDEMPOTENCY_KEY = /^[\x20-\x7e]{1,255}$/;
+
+export interface IntakeInput {
+  rawBody: Buffer;
+  /** the Idempotency-Key header as received (an array when it was sent twice) */
+  idempotencyKey: string | string[] | undefined;
+  requestId: string;
+  now: Date;
+}
+
+export interface IntakeResult {
+  deliveryId: string;
+  /** resources and records accepted for processing */
+  accepted: number;
+  idempotencyKey: string | null;
+  /** true when an earlier delivery with this key and body is being answered again */
+  replayed: boolean;
+}
+
+function idempotencyKeyOf(header: IntakeInput['idempotencyKey']): string | null {
+  if (header === undefined) return null;
+  if (typeof header !== 'string' || !IDEMPOTENCY_KEY.test(header)) {
+    throw invalidRequest('Idempotency-Key must be one header of 1–255 printable ASCII characters');
+  }
+  return header;
+}
+
+/** The body as JSON; `__proto__` and `constructor.prototype` keys are refused, never merged. */
+function parseJsonBody(text: string): unknown {
+  if (text.trim() === '') throw invalidRequest('delivery body is empty; send a JSON object');
+  try {
+    return secureJson.parse(text, undefined, { protoAction: 'error', constructorAction: 'error' });
+  } catch {
+    throw invalidRequest('delivery body is not valid JSON (or holds a __proto__ or constructor.prototype key)');
+  }
+}
+
+function replayOf(
+  stored: { id: string; body_sha256: string; accepted: number },
+  bodySha256: string,
+  key: string,
+): IntakeResult {
+  if (stored.body_sha256 !== bodySha256) {
+    throw new ApiError(
+      'idempotency_mismatch',
+      'this Idempotency-Key was used for another body on this endpoint; use a new key for new data',
+    );
+  }
+  return { deliveryId: stored.id, accepted: stored.accepted, idempotencyKey: key, replayed: true };
+}
+
+export async function receiveDelivery(db: DbOrTx, endpoint: DeliveryEndpoint, input: IntakeInput): Promise<IntakeResult> {
+  const key = idempotencyKeyOf(input.idempotencyKey);
+  const bodySha256 = sha256Hex(input.rawBody);
+  const text = input.rawBody.toString('utf8');
+  let items;
+  try {
+    // Shape only: resources are checked against the FHIR schema while processing, so a large
+    // bundle is answered quickly and one bad entry does not refuse the rest.
+    items = parseDeliveryBody(parseJsonBody(text)).items;
+  } catch (error) {
+    // A replay is answered from what was stored, whatever this body is; a new key's bad body is 400.
+    const stored = key === null ? undefined : await findDeliveryByKey(db, endpoint.id, key);
+    if (stored) return replayOf(stored, bodySha256, key!);
+    throw error;
+  }
+  const at = input.now.toISOString();
+  const deliveryId = uuidv7(input.now.getTime());
+  const stored = await insertDelivery(db, {
+    id: deliveryId,
+    tenant_id: endpoint.tenantId,
+    workspace_id: endpoint.workspaceId,
+    webhook_id: endpoint.id,
+    request_id: input.requestId,
+    idempotency_key: key,
+    body_sha256: bodySha256,
+    body: text,
+    accepted: items.length,
+    status: 'received',
+    attempts: 0,
+    lease_owner: null,
+    lease_expires_at: null,
+    received_at: at,
+    processed_at: null,
+    problems: '[]',
+    problem_count: 0,
+    events: '[]',
+    runs_started: 0,
+    error: null,
+    pending_wakes: null,
+  });
+  if (stored) return { deliveryId, accepted: items.length, idempotencyKey: key, replayed: false };
+
+  // The key was used before (a replay), or a concurrent request with it won the insert.
+  const winner = key === null ? undefined : await findDeliveryByKey(db, endpoint.id, key);
+  if (!winner || key === null) throw new ApiError('internal', 'the delivery could not be stored');
+  return replayOf(winner, bodySha256, key);
+}

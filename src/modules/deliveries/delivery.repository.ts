@@ -1,0 +1,224 @@
+/**
+ * SQL of stored deliveries. A delivery moves received → processing → processed | failed; a
+ * processor holds a lease while it works, and a lease that runs out (the process died) lets any
+ * processor claim the delivery again.
+ */
+import type { Kysely } from 'kysely';
+import type { Database, DbOrTx, DeliveryTable } from '../../storage/database.js';
+import type { Dialect } from '../../storage/connect.js';
+import { newestFirstPage, type Page } from '../../lib/cursor.js';
+import { parseJson } from '../../lib/json.js';
+
+export type DeliveryRow = DeliveryTable;
+
+/** A delivery as `GET /v1/webhooks/{webhookId}/deliveries` shows it: counts and codes, never content. */
+export interface DeliveryView {
+  deliveryId: string;
+  status: DeliveryRow['status'];
+  idempotencyKey: string | null;
+  receivedAt: string;
+  processedAt: string | null;
+  attempts: number;
+  accepted: number;
+  skippedCount: number;
+  skipped: { index: number; message: string }[];
+  events: { event: string; count: number }[];
+  runsStarted: number;
+  error: string | null;
+}
+
+export function toDeliveryView(row: Omit<DeliveryRow, 'body'>): DeliveryView {
+  return {
+    deliveryId: row.id,
+    status: row.status,
+    idempotencyKey: row.idempotency_key,
+    receivedAt: row.received_at,
+    processedAt: row.processed_at,
+    attempts: row.attempts,
+    accepted: row.accepted,
+    skippedCount: row.problem_count,
+    skipped: parseJson<DeliveryView['skipped']>(row.problems, []),
+    events: parseJson<DeliveryView['events']>(row.events, []),
+    runsStarted: row.runs_started,
+    error: row.error,
+  };
+}
+
+/** Every column but the body, which lists and claims never need to carry around. */
+const COLUMNS_WITHOUT_BODY = [
+  'id',
+  'tenant_id',
+  'workspace_id',
+  'webhook_id',
+  'request_id',
+  'idempotency_key',
+  'body_sha256',
+  'accepted',
+  'status',
+  'attempts',
+  'lease_owner',
+  'lease_expires_at',
+  'received_at',
+  'processed_at',
+  'problems',
+  'problem_count',
+  'events',
+  'runs_started',
+  'error',
+  'pending_wakes',
+] as const;
+
+/** Inserts a delivery; false when its (endpoint, Idempotency-Key) was stored before. */
+export async function insertDelivery(db: DbOrTx, row: DeliveryRow): Promise<boolean> {
+  const inserted = await db
+    .insertInto('deliveries')
+    .values(row)
+    .onConflict((oc) => oc.columns(['webhook_id', 'idempotency_key']).doNothing())
+    .returning('id')
+    .execute();
+  return inserted.length > 0;
+}
+
+export async function findDeliveryByKey(
+  db: DbOrTx,
+  webhookId: string,
+  idempotencyKey: string,
+): Promise<Pick<DeliveryRow, 'id' | 'body_sha256' | 'accepted'> | undefined> {
+  return db
+    .selectFrom('deliveries')
+    .select(['id', 'body_sha256', 'accepted'])
+    .where('webhook_id', '=', webhookId)
+    .where('idempotency_key', '=', idempotencyKey)
+    .executeTakeFirst();
+}
+
+export async function findDelivery(db: DbOrTx, deliveryId: string): Promise<DeliveryRow | undefined> {
+  return db.selectFrom('deliveries').selectAll().where('id', '=', deliveryId).executeTakeFirst();
+}
+
+/**
+ * Claims up to `limit` deliveries for `owner`, oldest first: received ones, and processing ones
+ * whose lease ran out. PostgreSQL locks the candidates with SKIP LOCKED, so processors claiming
+ * at once take different rows; SQLite has one writer at a time, so the UPDATE alone is enough.
+ * The bodies come back with the claim: the processor needs them next, and one statement
+ * carrying them costs less than one read per delivery.
+ */
+export async function claimDeliveries(
+  db: Kysely<Database>,
+  dialect: Dialect,
+  owner: string,
+  now: string,
+  leaseExpiresAt: string,
+  limit: number,
+): Promise<DeliveryRow[]> {
+  const claimed = await db
+    .updateTable('deliveries')
+    .set((eb) => ({
+      status: 'processing' as const,
+      lease_owner: owner,
+      lease_expires_at: leaseExpiresAt,
+      attempts: eb('attempts', '+', 1),
+    }))
+    .where('id', 'in', (eb) => {
+      const candidates = eb
+        .selectFrom('deliveries')
+        .select('id')
+        .where((w) =>
+          w.or([
+            w('status', '=', 'received'),
+            w.and([w('status', '=', 'processing'), w('lease_expires_at', '<', now)]),
+          ]),
+        )
+        .orderBy('id')
+        .limit(limit);
+      return dialect === 'postgres' ? candidates.forUpdate().skipLocked() : candidates;
+    })
+    .where((w) =>
+      w.or([w('status', '=', 'received'), w.and([w('status', '=', 'processing'), w('lease_expires_at', '<', now)])]),
+    )
+    .returning([...COLUMNS_WITHOUT_BODY, 'body'])
+    .execute();
+  return claimed.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+}
+
+/**
+ * First statement of the processing transaction: extends the lease if `owner` still holds it.
+ * On PostgreSQL it also locks the row until commit, so no one can claim it meanwhile; on SQLite
+ * it takes the write lock at the start of the transaction. False: the lease was lost.
+ */
+export async function holdLease(db: DbOrTx, deliveryId: string, owner: string, leaseExpiresAt: string): Promise<boolean> {
+  const result = await db
+    .updateTable('deliveries')
+    .set({ lease_expires_at: leaseExpiresAt })
+    .where('id', '=', deliveryId)
+    .where('status', '=', 'processing')
+    .where('lease_owner', '=', owner)
+    .executeTakeFirst();
+  return Number(result.numUpdatedRows) === 1;
+}
+
+export interface ProcessedOutcome {
+  problems: { index: number; message: string }[];
+  problemCount: number;
+  events: { event: string; count: number }[];
+  runsStarted: number;
+  /** JSON of wakes still to hand to waiting runs, or null */
+  pendingWakes: string | null;
+}
+
+/**
+ * Marks the delivery processed and drops its body: its data now lives in records and states.
+ * While wakes are pending the processor keeps its lease on the row (until `leaseExpiresAt`).
+ */
+export async function markProcessed(
+  db: DbOrTx,
+  deliveryId: string,
+  owner: string,
+  at: string,
+  leaseExpiresAt: string,
+  outcome: ProcessedOutcome,
+): Promise<boolean> {
+  const pending = outcome.pendingWakes !== null;
+  const result = await db
+    .updateTable('deliveries')
+    .set({
+      status: 'processed',
+      processed_at: at,
+      body: null,
+      lease_owner: pending ? owner : null,
+      lease_expires_at: pending ? leaseExpiresAt : null,
+      pending_wakes: outcome.pendingWakes,
+      problems: JSON.stringify(outcome.problems),
+      problem_count: outcome.problemCount,
+      events: JSON.stringify(outcome.events),
+      runs_started: outcome.runsStarted,
+      error: null,
+    })
+    .where('id', '=', deliveryId)
+    .where('status', '=', 'processing')
+    .where('lease_owner', '=', owner)
+    .executeTakeFirst();
+  return Number(result.numUpdatedRows) === 1;
+}
+
+/** Marks the delivery failed; the body is kept so an operator can look into it. */
+export async function markFailed(db: DbOrTx, deliveryId: string, owner: string, at: string, error: string): Promise<void> {
+  await db
+    .updateTable('deliveries')
+    .set({ status: 'failed', processed_at: at, lease_owner: null, lease_expires_at: null, error })
+    .where('id', '=', deliveryId)
+    .where('status', '=', 'processing')
+    .where('lease_owner', '=', owner)
+    .execute();
+}
+
+export interface DeliveryListQuery {
+  limit: number;
+  cursor?: string;
+}
+
+/** Newest first, keyset-paged on the time-ordered id. */
+export async function listDeliveries(db: DbOrTx, webhookId: string, query: DeliveryListQuery): Promise<Page<DeliveryView>> {
+  const select = db.selectFrom('deliveries').select(COLUMNS_WITHOUT_BODY).where('webhook_id', '=', webhookId);
+  return newestFirstPage(select, query, toDeliveryView);
+}

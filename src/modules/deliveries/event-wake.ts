@@ -1,0 +1,113 @@
+/**
+ * Raised events reach runs that wait for them (`wait_for_event`, DESIGN §6) through the run
+ * engine's `wakeRunsWaitingFor`.
+ *
+ * That function opens its own transaction on the database, so it cannot join the delivery's
+ * (and on SQLite, whose one connection the delivery's transaction holds, it would wait forever).
+ * So the wakes are decided in the delivery's transaction and stored on the delivery row
+ * (`pending_wakes`), handed to the engine right after the commit, and cleared. A process that
+ * dies in between leaves them under a lease that runs out; any processor then delivers them.
+ * A wake only touches waits that have not received their event, so delivering one again after
+ * such a crash is harmless for the runs that already got it.
+ *
+ * Most subjects have no run that could be waiting, so one query first narrows the events to
+ * subjects with a running or paused run: a 10,000-entry bundle costs one query, not 10,000.
+ */
+import type { Db, DbOrTx } from '../../storage/database.js';
+import type { Dialect } from '../../storage/connect.js';
+import { wakeRunsWaitingFor } from '../../engine/event-waits.js';
+import { parseJson } from '../../lib/json.js';
+import type { EventOccurrence } from '../events/event-runs.js';
+import { ID_CHUNK, chunks } from '../events/sql-chunks.js';
+
+export interface PendingWake {
+  subjectRecordId: string;
+  event: string;
+  /** what the waiting step receives: the same `{event, resource, deliveryId}` as a run's payload */
+  eventPayload: { event: string; resource: unknown; deliveryId: string };
+}
+
+/** Statuses in which a run may be waiting for an event (a paused one records it for its resume). */
+const MAY_WAIT = ['running', 'paused'];
+
+async function subjectsThatMayWait(db: DbOrTx, workspaceId: string, subjects: string[]): Promise<Set<string>> {
+  const found = new Set<string>();
+  for (const chunk of chunks(subjects, ID_CHUNK)) {
+    const rows = await db
+      .selectFrom('runs')
+      .select('subject_record_id')
+      .distinct()
+      .where('workspace_id', '=', workspaceId)
+      .where('subject_record_id', 'in', chunk)
+      .where('automation_status', 'in', MAY_WAIT)
+      .execute();
+    for (const row of rows) if (row.subject_record_id) found.add(row.subject_record_id);
+  }
+  return found;
+}
+
+/** The wakes a delivery's events call for (inside its transaction). */
+export async function wakesFor(
+  db: DbOrTx,
+  workspaceId: string,
+  occurrences: readonly EventOccurrence[],
+  deliveryId: string,
+): Promise<PendingWake[]> {
+  const subjects = [...new Set(occurrences.flatMap((o) => (o.subjectRecordId === null ? [] : [o.subjectRecordId])))];
+  if (subjects.length === 0) return [];
+  const mayWait = await subjectsThatMayWait(db, workspaceId, subjects);
+  return occurrences.flatMap((o) =>
+    o.subjectRecordId !== null && mayWait.has(o.subjectRecordId)
+      ? [{ subjectRecordId: o.subjectRecordId, event: o.event, eventPayload: { event: o.event, resource: o.resource, deliveryId } }]
+      : [],
+  );
+}
+
+/** Hands stored wakes to the engine, then clears them if this owner still holds the delivery. */
+export async function deliverWakes(
+  db: Db,
+  delivery: { id: string; workspaceId: string },
+  owner: string,
+  wakes: readonly PendingWake[],
+  at: string,
+): Promise<number> {
+  let woken = 0;
+  for (const wake of wakes) {
+    woken += await wakeRunsWaitingFor(db, { workspaceId: delivery.workspaceId, subjectRecordId: wake.subjectRecordId, event: wake.event, eventPayload: wake.eventPayload, at });
+  }
+  await db
+    .updateTable('deliveries')
+    .set({ pending_wakes: null, lease_owner: null, lease_expires_at: null })
+    .where('id', '=', delivery.id)
+    .where('lease_owner', '=', owner)
+    .execute();
+  return woken;
+}
+
+/** Takes over processed deliveries whose wakes were left behind by a process that died, and delivers them. */
+export async function sweepPendingWakes(db: Db, dialect: Dialect, owner: string, now: Date, leaseMs: number): Promise<number> {
+  const at = now.toISOString();
+  const taken = await db
+    .updateTable('deliveries')
+    .set({ lease_owner: owner, lease_expires_at: new Date(now.getTime() + leaseMs).toISOString() })
+    .where('id', 'in', (eb) => {
+      const candidates = eb
+        .selectFrom('deliveries')
+        .select('id')
+        // Only processed deliveries have pending wakes (markProcessed sets them); no status test,
+        // so both stores answer from the partial index deliveries_pending_wakes.
+        .where('pending_wakes', 'is not', null)
+        .where('lease_expires_at', '<', at)
+        .orderBy('lease_expires_at')
+        .limit(20);
+      return dialect === 'postgres' ? candidates.forUpdate().skipLocked() : candidates;
+    })
+    .where('lease_expires_at', '<', at)
+    .returning(['id', 'workspace_id', 'pending_wakes'])
+    .execute();
+  let woken = 0;
+  for (const row of taken) {
+    woken += await deliverWakes(db, { id: row.id, workspaceId: row.workspace_id }, owner, parseJson<PendingWake[]>(row.pending_wakes, []), at);
+  }
+  return woken;
+}

@@ -1,0 +1,111 @@
+/**
+ * Event triggers (DESIGN §7): each active event trigger whose `event` equals a raised event
+ * starts one run per occurrence, with payload `{event, resource, deliveryId}`, the patient the
+ * resource belongs to as subject and the delivery's Idempotency-Key on the run.
+ *
+ * onePerSubject (default false for event triggers): no run starts for a subject that already has
+ * a run of that trigger that is not terminal, or one planned, including earlier in this same
+ * delivery. A run without a subject (a resource that belongs to no patient) is never held back.
+ */
+import type { DbOrTx } from '../../storage/database.js';
+import type { Dialect } from '../../storage/connect.js';
+import type { FhirResource } from '../../ingestion/delivery-body.js';
+import { insertPlannedRuns, lockTriggers, subjectKey, subjectsWithLiveRuns, type PlannedRunRow } from './planned-runs.repository.js';
+import { plannedRun, type PlanContext, type TriggerForRuns } from './run-plan.js';
+import { ID_CHUNK, chunks } from './sql-chunks.js';
+
+export interface EventOccurrence {
+  event: string;
+  resource: FhirResource;
+  subjectRecordId: string | null;
+}
+
+export interface EventTrigger extends TriggerForRuns {
+  event: string;
+}
+
+export interface EventRunSource {
+  deliveryId: string;
+  webhookId: string;
+  idempotencyKey: string | null;
+}
+
+/** Active, live event triggers of the workspace listening to any of `events`, with their blueprint. */
+export async function findActiveEventTriggers(db: DbOrTx, workspaceId: string, events: readonly string[]): Promise<EventTrigger[]> {
+  const found: EventTrigger[] = [];
+  for (const chunk of chunks([...new Set(events)], ID_CHUNK)) {
+    const rows = await db
+      .selectFrom('triggers')
+      .innerJoin('diagrams', (join) => join.onRef('diagrams.id', '=', 'triggers.source_id').on('diagrams.type', '=', 'blueprint'))
+      .select([
+        'triggers.id',
+        'triggers.event',
+        'triggers.source_id',
+        'triggers.auto_start',
+        'triggers.one_per_subject',
+        'diagrams.name as blueprint_name',
+        'diagrams.version as blueprint_version',
+      ])
+      .where('triggers.workspace_id', '=', workspaceId)
+      .where('triggers.type', '=', 'event')
+      .where('triggers.active', '=', 1)
+      .where('triggers.deleted_at', 'is', null)
+      .where('triggers.event', 'in', chunk)
+      .orderBy('triggers.id')
+      .execute();
+    for (const row of rows) if (row.event !== null) found.push({ ...row, event: row.event });
+  }
+  return found;
+}
+
+/**
+ * Plans the runs the occurrences start (inside the caller's transaction) and stores them as
+ * planned runs held by `context.owner`. Returns the planned rows and how many runs onePerSubject
+ * held back.
+ */
+export async function planEventRuns(
+  db: DbOrTx,
+  dialect: Dialect,
+  context: PlanContext,
+  occurrences: readonly EventOccurrence[],
+  source: EventRunSource,
+): Promise<{ planned: PlannedRunRow[]; skipped: number }> {
+  if (occurrences.length === 0) return { planned: [], skipped: 0 };
+  const triggers = await findActiveEventTriggers(db, context.workspaceId, occurrences.map((o) => o.event));
+  if (triggers.length === 0) return { planned: [], skipped: 0 };
+
+  const byEvent = new Map<string, EventTrigger[]>();
+  for (const trigger of triggers) byEvent.set(trigger.event, [...(byEvent.get(trigger.event) ?? []), trigger]);
+  const onePerSubject = triggers.filter((trigger) => trigger.one_per_subject === 1).map((trigger) => trigger.id);
+  await lockTriggers(db, dialect, onePerSubject);
+  const subjects = occurrences.flatMap((o) => (o.subjectRecordId !== null && byEvent.has(o.event) ? [o.subjectRecordId] : []));
+  const live = await subjectsWithLiveRuns(db, onePerSubject, subjects);
+
+  const planned: PlannedRunRow[] = [];
+  let skipped = 0;
+  for (const occurrence of occurrences) {
+    for (const trigger of byEvent.get(occurrence.event) ?? []) {
+      const subject = occurrence.subjectRecordId;
+      if (trigger.one_per_subject === 1 && subject !== null) {
+        const key = subjectKey(trigger.id, subject);
+        if (live.has(key)) {
+          skipped++;
+          continue;
+        }
+        live.add(key);
+      }
+      planned.push(
+        plannedRun(trigger, context, {
+          subjectRecordId: subject,
+          // Safe to stringify: validation refuses resources nested past ~900 levels, well before
+          // JSON.stringify would run out of stack (~2,000 on a default Node stack).
+          payloadJson: JSON.stringify({ event: occurrence.event, resource: occurrence.resource, deliveryId: source.deliveryId }),
+          idempotencyKey: source.idempotencyKey,
+          origin: { via: 'event', event: occurrence.event, deliveryId: source.deliveryId, webhookId: source.webhookId },
+        }),
+      );
+    }
+  }
+  await insertPlannedRuns(db, planned);
+  return { planned, skipped };
+}

@@ -1,0 +1,57 @@
+/**
+ * The runs of one search-trigger evaluation (a schedule tick or `POST …/evaluate`, DESIGN §9):
+ * one per record the saved query matches, subject = that record, all with one idempotency key.
+ * onePerSubject (default true for search triggers) holds back records that already have a run of
+ * the trigger that is not terminal, or one planned. Planned inside the caller's transaction.
+ */
+import type { DbOrTx } from '../../storage/database.js';
+import type { Dialect } from '../../storage/connect.js';
+import { insertPlannedRuns, lockTriggers, subjectKey, subjectsWithLiveRuns } from '../events/planned-runs.repository.js';
+import { plannedRun, type PlanContext } from '../events/run-plan.js';
+import { matchingRecordIds, type SearchTrigger } from './search-trigger.repository.js';
+
+/** Records read and planned per round: bounded memory for any cohort size. */
+const PAGE = 5000;
+
+export interface SearchRunsResult {
+  plannedRunIds: string[];
+  matched: number;
+  /** matched records held back by onePerSubject */
+  skipped: number;
+}
+
+export async function planSearchRuns(
+  db: DbOrTx,
+  dialect: Dialect,
+  trigger: SearchTrigger & { query: NonNullable<SearchTrigger['query']> },
+  context: PlanContext,
+  run: { idempotencyKey: string; tick: string; origin: Record<string, unknown> },
+): Promise<SearchRunsResult> {
+  const onePerSubject = trigger.one_per_subject === 1;
+  if (onePerSubject) await lockTriggers(db, dialect, [trigger.id]);
+  const payloadJson = JSON.stringify({ queryId: trigger.query_id, tick: run.tick });
+  const result: SearchRunsResult = { plannedRunIds: [], matched: 0, skipped: 0 };
+
+  for (let after: string | null = null; ; ) {
+    const page = await matchingRecordIds(db, trigger.workspace_id, trigger.query, after, PAGE);
+    if (page.length === 0) break;
+    after = page[page.length - 1];
+    result.matched += page.length;
+    const live = onePerSubject ? await subjectsWithLiveRuns(db, [trigger.id], page) : new Set<string>();
+    const rows = page
+      .filter((recordId) => !live.has(subjectKey(trigger.id, recordId)))
+      .map((recordId) =>
+        plannedRun(trigger, context, {
+          subjectRecordId: recordId,
+          payloadJson,
+          idempotencyKey: run.idempotencyKey,
+          origin: run.origin,
+        }),
+      );
+    result.skipped += page.length - rows.length;
+    await insertPlannedRuns(db, rows);
+    for (const row of rows) result.plannedRunIds.push(row.id);
+    if (page.length < PAGE) break;
+  }
+  return result;
+}

@@ -1,0 +1,151 @@
+/**
+ * SQL the scheduler and evaluations need: due search triggers, the compare-and-set that claims a
+ * tick, a search trigger with everything its runs need, and the records its saved query matches.
+ */
+import type { DbOrTx } from '../../storage/database.js';
+import { parseJson } from '../../lib/json.js';
+import type { TagFilter } from '../search/search.schemas.js';
+import type { StoredSchedule } from '../triggers/trigger.repository.js';
+import type { TriggerForRuns } from '../events/run-plan.js';
+
+export interface DueTrigger {
+  id: string;
+  schedule: string;
+  next_run_at: string;
+}
+
+/** Active, live search triggers with a schedule whose next tick is at or before `now`, most overdue first. */
+export async function findDueSearchTriggers(db: DbOrTx, now: string, limit: number): Promise<DueTrigger[]> {
+  const rows = await db
+    .selectFrom('triggers')
+    .select(['id', 'schedule', 'next_run_at'])
+    .where('next_run_at', '<=', now)
+    .where('type', '=', 'search')
+    .where('active', '=', 1)
+    .where('deleted_at', 'is', null)
+    .where('schedule', 'is not', null)
+    .orderBy('next_run_at')
+    .limit(limit)
+    .execute();
+  return rows.flatMap((row) => (row.schedule !== null && row.next_run_at !== null ? [{ ...row, schedule: row.schedule, next_run_at: row.next_run_at }] : []));
+}
+
+/**
+ * Claims a tick for this process: moves `next_run_at` from the value that was read to the next
+ * tick, only if nobody moved it first. Exactly one of any number of racing schedulers (in one
+ * process or many, on either store) sees one row changed. As the first statement of the tick's
+ * transaction it also takes SQLite's write lock (PostgreSQL: the row lock) until commit.
+ */
+export async function claimTick(db: DbOrTx, triggerId: string, readNextRunAt: string, nextRunAt: string): Promise<boolean> {
+  const result = await db
+    .updateTable('triggers')
+    .set({ next_run_at: nextRunAt })
+    .where('id', '=', triggerId)
+    .where('next_run_at', '=', readNextRunAt)
+    .where('active', '=', 1)
+    .where('deleted_at', 'is', null)
+    .executeTakeFirst();
+  return Number(result.numUpdatedRows) === 1;
+}
+
+export interface SearchTrigger extends TriggerForRuns {
+  workspace_id: string;
+  tenant_id: string;
+  type: 'web' | 'search' | 'event';
+  active: number;
+  query_id: string | null;
+  schedule: StoredSchedule | null;
+  /** null when the blueprint is gone */
+  blueprint: { name: string; version: number } | null;
+  /** null when the trigger has no saved query (not a search trigger) or it is gone */
+  query: { resourceType: 'Patient' | 'Pathway' | 'Practitioner'; filters: TagFilter[] } | null;
+}
+
+/** A live trigger (any type, so callers can say why it cannot be evaluated) with blueprint, query and tenant. */
+export async function loadTriggerForEvaluation(
+  db: DbOrTx,
+  triggerId: string,
+  workspaceId?: string,
+): Promise<SearchTrigger | undefined> {
+  let select = db
+    .selectFrom('triggers')
+    .innerJoin('workspaces', 'workspaces.id', 'triggers.workspace_id')
+    .leftJoin('diagrams', (join) => join.onRef('diagrams.id', '=', 'triggers.source_id').on('diagrams.type', '=', 'blueprint'))
+    .leftJoin('queries', 'queries.id', 'triggers.query_id')
+    .select([
+      'triggers.id',
+      'triggers.workspace_id',
+      'workspaces.tenant_id',
+      'triggers.type',
+      'triggers.active',
+      'triggers.source_id',
+      'triggers.auto_start',
+      'triggers.one_per_subject',
+      'triggers.query_id',
+      'triggers.schedule',
+      'diagrams.name as blueprint_name',
+      'diagrams.version as blueprint_version',
+      'queries.resource_type as query_resource_type',
+      'queries.filters as query_filters',
+    ])
+    .where('triggers.id', '=', triggerId)
+    .where('triggers.deleted_at', 'is', null);
+  if (workspaceId !== undefined) select = select.where('triggers.workspace_id', '=', workspaceId);
+  const row = await select.executeTakeFirst();
+  if (!row) return undefined;
+  const blueprint =
+    row.blueprint_name === null || row.blueprint_version === null ? null : { name: row.blueprint_name, version: row.blueprint_version };
+  return {
+    id: row.id,
+    workspace_id: row.workspace_id,
+    tenant_id: row.tenant_id,
+    type: row.type,
+    active: row.active,
+    source_id: row.source_id,
+    auto_start: row.auto_start,
+    one_per_subject: row.one_per_subject,
+    query_id: row.query_id,
+    schedule: parseJson<StoredSchedule | null>(row.schedule, null),
+    blueprint_name: blueprint?.name ?? '',
+    blueprint_version: blueprint?.version ?? 0,
+    blueprint,
+    query:
+      row.query_resource_type === null
+        ? null
+        : { resourceType: row.query_resource_type, filters: parseJson<TagFilter[]>(row.query_filters, []) },
+  };
+}
+
+/**
+ * One page of the records a saved query matches, by id after `afterId`. Same semantics as
+ * search (modules/search): records of the type in the workspace, each `with` tag present, each
+ * `without` tag absent; a Pathway query matches the records of runs.
+ */
+export async function matchingRecordIds(
+  db: DbOrTx,
+  workspaceId: string,
+  query: NonNullable<SearchTrigger['query']>,
+  afterId: string | null,
+  limit: number,
+): Promise<string[]> {
+  let select = db
+    .selectFrom('records')
+    .select('records.id')
+    .where('records.workspace_id', '=', workspaceId)
+    .where('records.resource_type', '=', query.resourceType);
+  for (const filter of query.filters) {
+    select = select.where((eb) => {
+      const tagged = eb.exists(
+        eb
+          .selectFrom('record_tags')
+          .select(eb.lit(1).as('one'))
+          .whereRef('record_tags.record_id', '=', 'records.id')
+          .where('record_tags.tag', '=', filter.tag),
+      );
+      return filter.op === 'with' ? tagged : eb.not(tagged);
+    });
+  }
+  if (afterId !== null) select = select.where('records.id', '>', afterId);
+  const rows = await select.orderBy('records.id').limit(limit).execute();
+  return rows.map((row) => row.id);
+}

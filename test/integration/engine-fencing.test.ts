@@ -1,0 +1,180 @@
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { describeEachStore } from '../helpers/test-env.js';
+import { chain, fire, getRun, getSteps, testWorker, webTriggerFor } from '../helpers/engine-harness.js';
+import { LedgerServer } from '../helpers/ledger-server.js';
+import { claimRuns } from '../../src/engine/sql/claim-runs.js';
+import { commitWrites, type StepWrite } from '../../src/engine/step-committer.js';
+import type { Lease } from '../../src/engine/sql/lease.js';
+import { releaseRun } from '../../src/engine/sql/release-run.js';
+import { extendLeases } from '../../src/engine/sql/extend-leases.js';
+import { setRunStatus } from '../../src/engine/run-transitions.js';
+import { addMs } from '../../src/lib/clock.js';
+
+const ledger = new LedgerServer();
+beforeAll(() => ledger.listen());
+afterAll(() => ledger.close());
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+async function until(check: () => boolean, what: string): Promise<void> {
+  for (let i = 0; i < 500 && !check(); i++) await sleep(10);
+  if (!check()) throw new Error(`timed out waiting for ${what}`);
+}
+
+describeEachStore('engine: leases and fencing', (env) => {
+  /** One guarded write, as a worker commits it; answers whether it was applied. */
+  const write = async (lease: Lease, extra: Partial<StepWrite> = {}) => {
+    const applied = await env.db.transaction().execute((tx) =>
+      commitWrites(tx, [{ lease, at: new Date().toISOString(), from: 'running', state: '{"v":1}', requireRunning: true, ...extra }]),
+    );
+    return applied.has(lease.runId);
+  };
+  const stepRow = (runId: string, id: string) => ({
+    id, run_id: runId, node_id: 'a', automation_id: 's', automation_type: 'set', attempt: 1,
+    started_at: new Date().toISOString(), finished_at: null, outcome: null, output: null, error: null,
+  });
+
+  const oneSet = chain('One set', [{ id: 'a', automations: [{ id: 's', type: 'set', with: { vars: { x: '1' } } }] }]);
+
+  it('claims raise the fence; a worker whose lease was taken can write nothing, the new holder can', async () => {
+    const ws = await env.workspace();
+    const { triggerId } = await webTriggerFor(ws, oneSet);
+    const runId = await fire(ws, triggerId);
+    const db = env.db;
+    const now = new Date().toISOString();
+    const claimAs = (owner: string, at: string) =>
+      claimRuns(db, env.kind, { owner, now: at, leaseUntil: addMs(at, 1_000), limit: 100 }).then((rows) => rows.find((r) => r.id === runId));
+
+    const first = await claimAs('worker-a', now);
+    expect(first).toBeDefined();
+    expect(await setRunStatus(db, { runId, from: 'scheduled', to: 'running', at: now })).toBe(true);
+    expect(await claimAs('worker-b', addMs(now, 500))).toBeUndefined();
+    const second = await claimAs('worker-b', addMs(now, 1_001));
+    expect(second?.lease_fence).toBe(first!.lease_fence + 1);
+
+    const stale = { runId, owner: 'worker-a', fence: first!.lease_fence };
+    const current = { runId, owner: 'worker-b', fence: second!.lease_fence };
+    expect(await write(stale)).toBe(false);
+    expect(await write(stale, { requireRunning: false })).toBe(false);
+    expect(await write(stale, { insertStep: stepRow(runId, '0190a1b2-c3d4-7e5f-8a9b-000000000001') })).toBe(false);
+    expect(await write(stale, { end: { status: 'completed', error: null } })).toBe(false);
+    expect(await db.selectFrom('run_steps').select('id').where('run_id', '=', runId).execute()).toEqual([]);
+    expect((await extendLeases(db, [stale], addMs(now, 60_000))).size).toBe(0);
+    expect(await releaseRun(db, stale, { availableAt: now })).toBe(false);
+    expect(await setRunStatus(db, { runId, from: 'running', to: 'completed', at: now, endLease: stale })).toBe(false);
+    expect(await setRunStatus(db, { runId, from: 'running', to: 'errored', at: now, error: { message: 'x', nodeId: 'a' }, endLease: stale })).toBe(false);
+    expect((await getRun(ws, runId)).automationStatus).toBe('running');
+    // A stale worker claiming with its own id again gets a new fence, never the old one back.
+    expect(first!.lease_fence).not.toBe(second!.lease_fence);
+
+    // A release to sleep does not happen past a wake-up the worker has not seen.
+    const seq = (await db.selectFrom('runs').select('wake_seq').where('id', '=', runId).executeTakeFirstOrThrow()).wake_seq;
+    expect(await releaseRun(db, current, { availableAt: addMs(now, 60_000), wakeSeq: seq + 1 })).toBe(false);
+    expect(await write(current, { insertStep: stepRow(runId, '0190a1b2-c3d4-7e5f-8a9b-000000000002') })).toBe(true);
+    expect(await db.selectFrom('run_steps').select('id').where('run_id', '=', runId).execute()).toHaveLength(1);
+    expect([...(await extendLeases(db, [current], addMs(now, 60_000)))]).toEqual([runId]);
+    expect(await setRunStatus(db, { runId, from: 'running', to: 'completed', at: now, endLease: current })).toBe(true);
+    const row = await db.selectFrom('runs').select(['automation_status', 'lease_owner']).where('id', '=', runId).executeTakeFirstOrThrow();
+    expect(row).toEqual({ automation_status: 'completed', lease_owner: null });
+  });
+
+  it('a stale worker mid-call cannot complete, fail or write steps; the new holder repeats the call with the same key', async () => {
+    const ws = await env.workspace();
+    const path = `/fenced-${env.kind}`;
+    // The stale worker's call ends in a 404 (it would error the run); the new holder's in a 200.
+    ledger.on(path, { status: 404, delayMs: 400 }, { status: 200, delayMs: 50 });
+    const { triggerId } = await webTriggerFor(ws, chain('Fenced', [
+      { id: 'call', automations: [{ id: 'post', type: 'http', with: { method: 'POST', url: ledger.url(path), body: {} } }] },
+    ]));
+    const runId = await fire(ws, triggerId);
+    const stale = testWorker(env, { workerId: 'stale', leaseMs: 60_000 });
+    const fresh = testWorker(env, { workerId: 'fresh' });
+    const before = ledger.requests.length;
+    const staleRun = stale.runOnce();
+    await until(() => ledger.requests.length > before, 'the first call');
+    // The stale worker's lease runs out (as if it had stalled) and another worker claims the run.
+    await env.db.updateTable('runs').set({ available_at: '2000-01-01T00:00:00.000Z' }).where('id', '=', runId).execute();
+    expect(await fresh.runOnce()).toBe(1);
+    await staleRun;
+    expect(await getRun(ws, runId)).toMatchObject({ automationStatus: 'completed', error: null });
+    const steps = await getSteps(ws, runId);
+    expect(steps.map((s) => [s.attempt, s.outcome])).toEqual([[1, 'interrupted'], [2, 'ok']]);
+    expect(ledger.requests.slice(before).map((r) => r.headers['idempotency-key'])).toEqual([`${runId}:call:post`, `${runId}:call:post`]);
+    const row = await env.db.selectFrom('runs').select(['lease_owner', 'engine_state']).where('id', '=', runId).executeTakeFirstOrThrow();
+    expect(row.lease_owner).toBeNull();
+    expect(JSON.parse(row.engine_state!).steps.post.outcome).toBe('ok');
+  });
+
+  it('a run held by a worker that died is taken over once its lease expires', async () => {
+    const ws = await env.workspace();
+    const { triggerId } = await webTriggerFor(ws, oneSet);
+    const runId = await fire(ws, triggerId);
+    const now = new Date().toISOString();
+    await claimRuns(env.db, env.kind, { owner: 'dead', now, leaseUntil: addMs(now, 300), limit: 100 });
+    const worker = testWorker(env);
+    expect(await worker.drain()).toBe(0);
+    await sleep(350);
+    expect(await worker.drain()).toBe(1);
+    expect((await getRun(ws, runId)).automationStatus).toBe('completed');
+  });
+
+  it('heartbeats keep a long step\'s lease: no one else claims the run meanwhile', async () => {
+    const ws = await env.workspace();
+    const path = `/long-${env.kind}`;
+    ledger.on(path, { status: 200, delayMs: 900 });
+    const { triggerId } = await webTriggerFor(ws, chain('Long', [
+      { id: 'call', automations: [{ id: 'get', type: 'http', with: { method: 'GET', url: ledger.url(path) } }] },
+    ]));
+    const runId = await fire(ws, triggerId);
+    const holder = testWorker(env, { workerId: 'holder', leaseMs: 200 });
+    const other = testWorker(env, { workerId: 'other', leaseMs: 200 });
+    const holding = holder.runOnce();
+    let stolen = 0;
+    for (let i = 0; i < 10; i++) {
+      await sleep(100);
+      stolen += await other.runOnce();
+    }
+    await holding;
+    expect(stolen).toBe(0);
+    expect((await getRun(ws, runId)).automationStatus).toBe('completed');
+    expect((await getSteps(ws, runId)).map((s) => [s.attempt, s.outcome])).toEqual([[1, 'ok']]);
+  });
+
+  it('two workers share the work; no run is executed twice', async () => {
+    const ws = await env.workspace();
+    const { triggerId } = await webTriggerFor(ws, chain('Shared', [
+      { id: 'a', automations: [{ id: 'x', type: 'set', with: { vars: { x: '1' } } }] },
+      { id: 'b', automations: [{ id: 'y', type: 'set', with: { vars: { y: '2' } } }] },
+    ]));
+    const runIds = await Promise.all(Array.from({ length: 40 }, () => fire(ws, triggerId)));
+    const a = testWorker(env, { workerId: 'a', batchSize: 5 });
+    const b = testWorker(env, { workerId: 'b', batchSize: 5 });
+    const [claimedA, claimedB] = await Promise.all([a.drain(), b.drain()]);
+    expect(claimedA + claimedB).toBe(40);
+    const statuses = await env.db.selectFrom('runs').select('automation_status').where('id', 'in', runIds).execute();
+    expect(statuses.every((row) => row.automation_status === 'completed')).toBe(true);
+    const steps = await env.db.selectFrom('run_steps').select(['run_id', 'attempt']).where('run_id', 'in', runIds).execute();
+    expect(steps).toHaveLength(80);
+    expect(steps.every((step) => step.attempt === 1)).toBe(true);
+  });
+
+  it('stop lets go of held runs at a step boundary; another worker finishes them at once', async () => {
+    const ws = await env.workspace();
+    const path = `/stop-${env.kind}`;
+    ledger.on(path, { status: 200, delayMs: 200 });
+    const { triggerId } = await webTriggerFor(ws, chain('Stopping', [
+      { id: 'call', automations: [{ id: 'get', type: 'http', with: { method: 'GET', url: ledger.url(path) } }] },
+      { id: 'after', automations: [{ id: 'x', type: 'set', with: { vars: { x: '1' } } }] },
+    ]));
+    const runId = await fire(ws, triggerId);
+    const first = testWorker(env, { workerId: 'first', pollMs: 20 });
+    first.start();
+    await until(() => ledger.requests.some((r) => r.headers['idempotency-key'] === `${runId}:call:get`), 'the call');
+    await first.stop();
+    const row = await env.db.selectFrom('runs').select(['lease_owner', 'automation_status']).where('id', '=', runId).executeTakeFirstOrThrow();
+    expect(row).toEqual({ lease_owner: null, automation_status: 'running' });
+    expect((await getSteps(ws, runId)).map((s) => [s.automationId, s.outcome])).toEqual([['get', 'ok']]);
+    await testWorker(env, { workerId: 'second' }).drain();
+    expect((await getRun(ws, runId)).automationStatus).toBe('completed');
+  });
+}, { env: { CAREPATH_HTTP_ALLOW: '127.0.0.1' } });

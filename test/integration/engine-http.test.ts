@@ -1,0 +1,148 @@
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { describeEachStore } from '../helpers/test-env.js';
+import { chain, fire, getRun, getSteps, patient, testWorker, webTriggerFor } from '../helpers/engine-harness.js';
+import { LedgerServer } from '../helpers/ledger-server.js';
+import { createAllowList } from '../../src/engine/outbound/allow-list.js';
+
+const ledger = new LedgerServer();
+beforeAll(() => ledger.listen());
+afterAll(() => ledger.close());
+
+const httpStep = (id: string, settings: Record<string, unknown>) => ({ id: 'call', kind: 'action', automations: [{ id, type: 'http', with: settings }] });
+
+describeEachStore('engine: http automation', (env) => {
+  it('sends the rendered request with the idempotency key, and keeps {status, body} in steps', async () => {
+    const ws = await env.workspace();
+    await patient(env, ws, 'p-http');
+    ledger.on('/notify', { status: 201, body: { accepted: true, id: 7 } });
+    const { triggerId } = await webTriggerFor(ws, {
+      name: 'Notify',
+      nodes: [
+        { id: 'start', kind: 'start' },
+        httpStep('post', {
+          method: 'POST',
+          url: ledger.url('/notify'),
+          headers: { 'X-Ward': '{{payload.ward}}', 'Idempotency-Key': 'mine' },
+          body: { patient: '{{subject.extId}}', score: '{{payload.score}}', note: 'score {{payload.score}}' },
+        }),
+        { id: 'check', kind: 'decision' },
+        { id: 'done', kind: 'end' },
+      ],
+      links: [
+        { from: 'start', to: 'call' },
+        { from: 'call', to: 'check' },
+        { from: 'check', to: 'done', when: 'steps.post.output.status = 201 and steps.post.output.body.id = 7' },
+      ],
+    });
+    const runId = await fire(ws, triggerId, { ward: 'B2', score: 4, subject: { reference: 'Patient/p-http' } });
+    const before = ledger.requests.length;
+    await testWorker(env).drain();
+    expect((await getRun(ws, runId)).automationStatus).toBe('completed');
+    const sent = ledger.requests.slice(before);
+    expect(sent).toHaveLength(1);
+    expect(sent[0]).toMatchObject({ method: 'POST', path: '/notify' });
+    expect(sent[0].headers['idempotency-key']).toBe(`${runId}:call:post`);
+    expect(sent[0].headers['x-ward']).toBe('B2');
+    expect(sent[0].headers['content-type']).toBe('application/json');
+    expect(JSON.parse(sent[0].body)).toEqual({ patient: 'p-http', score: 4, note: 'score 4' });
+    const [step] = await getSteps(ws, runId);
+    expect(step).toMatchObject({ type: 'http', outcome: 'ok', output: { status: 201, body: { accepted: true, id: 7 } } });
+  });
+
+  it('retries 5xx and 429 with the same key, then succeeds', async () => {
+    const ws = await env.workspace();
+    ledger.on('/flaky', { status: 503 }, { status: 429, headers: { 'retry-after': '0' } }, { status: 200, body: 'fine' });
+    const { triggerId } = await webTriggerFor(ws, chain('Flaky', [httpStep('get', { method: 'GET', url: ledger.url('/flaky') })]));
+    const runId = await fire(ws, triggerId);
+    const before = ledger.requests.length;
+    await testWorker(env).drain();
+    expect((await getRun(ws, runId)).automationStatus).toBe('completed');
+    const sent = ledger.requests.slice(before);
+    expect(sent.map((r) => r.headers['idempotency-key'])).toEqual(Array(3).fill(`${runId}:call:get`));
+    expect(sent[0].body).toBe('');
+    expect((await getSteps(ws, runId))[0].output).toEqual({ status: 200, body: 'fine' });
+  });
+
+  it('errors the run after its tries when 5xx persists, and at once on a 4xx', async () => {
+    const ws = await env.workspace();
+    ledger.on('/down', { status: 500, body: { secret: 'not logged' } });
+    ledger.on('/missing', { status: 404 });
+    const down = await webTriggerFor(ws, chain('Down', [httpStep('d', { method: 'POST', url: ledger.url('/down?token=abc'), body: {} })]));
+    const missing = await webTriggerFor(ws, chain('Missing', [httpStep('m', { method: 'DELETE', url: ledger.url('/missing') })]));
+    const downRun = await fire(ws, down.triggerId);
+    const missingRun = await fire(ws, missing.triggerId);
+    const before = ledger.requests.length;
+    await testWorker(env).drain();
+    const sent = ledger.requests.slice(before);
+    expect(sent.filter((r) => r.path === '/down')).toHaveLength(3);
+    expect(sent.filter((r) => r.path === '/missing')).toHaveLength(1);
+    expect((await getRun(ws, downRun)).error).toEqual({
+      nodeId: 'call',
+      message: `http POST ${ledger.url('/down')} answered 500 (after 3 tries)`,
+    });
+    expect((await getRun(ws, missingRun)).error).toEqual({ nodeId: 'call', message: `http DELETE ${ledger.url('/missing')} answered 404` });
+    expect((await getSteps(ws, downRun))[0]).toMatchObject({ outcome: 'failed', output: { status: 500, body: { secret: 'not logged' } } });
+  });
+
+  it('treats a refused connection and a hung server as network failures', async () => {
+    const ws = await env.workspace();
+    const closed = new LedgerServer();
+    const port = await closed.listen();
+    await closed.close();
+    ledger.on('/hang', { hang: true });
+    const refused = await webTriggerFor(ws, chain('Refused', [httpStep('r', { method: 'GET', url: `http://127.0.0.1:${port}/` })]));
+    const hung = await webTriggerFor(ws, chain('Hung', [httpStep('h', { method: 'GET', url: ledger.url('/hang'), timeoutMs: 100 })]));
+    const refusedRun = await fire(ws, refused.triggerId);
+    const hungRun = await fire(ws, hung.triggerId);
+    await testWorker(env).drain();
+    expect((await getRun(ws, refusedRun)).error?.message).toMatch(/answered|request failed: ECONNREFUSED \(after 3 tries\)/);
+    expect((await getRun(ws, hungRun)).error?.message).toBe(`http GET ${ledger.url('/hang')} no answer within 100 ms (after 3 tries)`);
+  });
+
+  it('never follows a redirect', async () => {
+    const ws = await env.workspace();
+    ledger.on('/moved', { status: 302, headers: { location: ledger.url('/elsewhere') } });
+    const { triggerId } = await webTriggerFor(ws, chain('Moved', [httpStep('mv', { method: 'GET', url: ledger.url('/moved') })]));
+    const runId = await fire(ws, triggerId);
+    const before = ledger.requests.length;
+    await testWorker(env).drain();
+    expect(ledger.requests.slice(before).map((r) => r.path)).toEqual(['/moved']);
+    expect((await getRun(ws, runId)).error?.message).toMatch(/answered 302$/);
+  });
+
+  it('caps the kept body at 64 KiB', async () => {
+    const ws = await env.workspace();
+    ledger.on('/big', { status: 200, body: 'x'.repeat(200_000) });
+    const { triggerId } = await webTriggerFor(ws, chain('Big', [httpStep('big', { method: 'GET', url: ledger.url('/big') })]));
+    const runId = await fire(ws, triggerId);
+    await testWorker(env).drain();
+    const [step] = await getSteps(ws, runId);
+    const output = step.output as { status: number; body: string; truncated: boolean };
+    expect(output.status).toBe(200);
+    expect(output.truncated).toBe(true);
+    expect(output.body).toHaveLength(64 * 1024);
+  });
+
+  it('refuses a private address that the allow-list does not name, without sending anything', async () => {
+    const ws = await env.workspace();
+    const { triggerId } = await webTriggerFor(ws, chain('Private', [httpStep('p', { method: 'POST', url: ledger.url('/private'), body: {} })]));
+    const runId = await fire(ws, triggerId);
+    const before = ledger.requests.length;
+    await testWorker(env, {}, { allow: createAllowList([]) }).drain();
+    expect(ledger.requests.length).toBe(before);
+    const run = await getRun(ws, runId);
+    expect(run.automationStatus).toBe('errored');
+    expect(run.error?.message).toMatch(/refused: 127\.0\.0\.1 resolves to 127\.0\.0\.1, a non-public address not listed in CAREPATH_HTTP_ALLOW/);
+  });
+
+  it('resolves names before checking them: localhost is refused unless allowed', async () => {
+    const ws = await env.workspace();
+    const { triggerId } = await webTriggerFor(ws, chain('Localhost', [httpStep('lh', { method: 'GET', url: `http://localhost:${ledger.port}/x` })]));
+    const refused = await fire(ws, triggerId);
+    await testWorker(env, {}, { allow: createAllowList(['10.0.0.0/8']) }).drain();
+    expect((await getRun(ws, refused)).error?.message).toMatch(/localhost resolves to .*non-public/);
+    const allowed = await fire(ws, triggerId);
+    await testWorker(env, {}, { allow: createAllowList([`localhost:${ledger.port}`]) }).drain();
+    expect((await getRun(ws, allowed)).automationStatus).toBe('completed');
+  });
+}, { env: { CAREPATH_HTTP_ALLOW: '127.0.0.1' } });

@@ -1,0 +1,77 @@
+import { expect, it } from 'vitest';
+import { describeEachStore } from '../helpers/test-env.js';
+import { chain, fire, testWorker, webTriggerFor } from '../helpers/engine-harness.js';
+import { validateBlueprint } from '../../src/modules/blueprints/blueprint.validate.js';
+
+const blueprint = {
+  name: 'Seen',
+  tags: ['demo'],
+  swimlanes: [{ id: 'team', name: 'Team' }],
+  ...(() => {
+    const { nodes, links } = chain('Seen', [
+      { id: 'a', automations: [{ id: 's', type: 'set', with: { vars: { x: '1' } } }] },
+      { id: 'b', automations: [{ id: 'nap', type: 'wait', with: { duration: 'P1D' } }] },
+    ]);
+    return { nodes: nodes.map((n) => (n.id === 'a' ? { ...n, name: 'First', swimlaneId: 'team' } : n)), links: [...links.slice(0, 2), { ...links[2], when: 'true' }] };
+  })(),
+};
+
+describeEachStore('engine: steps and graph endpoints', (env) => {
+  it('GET /v1/diagrams/{id}/graph of a blueprint answers the import file format (importable as is)', async () => {
+    const ws = await env.workspace();
+    const { blueprintId } = await webTriggerFor(ws, blueprint);
+    const res = await ws.call('GET', `/v1/diagrams/${blueprintId}/graph`);
+    expect(res.statusCode).toBe(200);
+    const graph = res.json();
+    expect(graph).toEqual(validateBlueprint(blueprint));
+    expect(validateBlueprint(graph)).toEqual(graph);
+  });
+
+  it('an instance graph shows node states and times; the timeline lists steps in order', async () => {
+    const ws = await env.workspace();
+    const { triggerId } = await webTriggerFor(ws, blueprint);
+    const runId = await fire(ws, triggerId);
+    const pending = (await ws.call('GET', `/v1/diagrams/${runId}/graph`)).json();
+    expect(pending.nodes.map((n: { state: string }) => n.state)).toEqual(['pending', 'pending', 'pending', 'pending']);
+    expect(pending.nodes[1]).toMatchObject({ id: 'a', name: 'First', swimlaneId: 'team', startedAt: null, finishedAt: null });
+    await testWorker(env).drain();
+    const graph = (await ws.call('GET', `/v1/diagrams/${runId}/graph`)).json();
+    expect(graph.nodes.map((n: { id: string; state: string }) => [n.id, n.state])).toEqual([
+      ['start', 'done'],
+      ['a', 'done'],
+      ['b', 'waiting'],
+      ['done', 'pending'],
+    ]);
+    const b = graph.nodes[2];
+    expect(b.startedAt).toMatch(/^\d{4}-\d\d-\d\dT/);
+    expect(b.finishedAt).toBeNull();
+    const timeline = (await ws.call('GET', `/v1/runs/${runId}/steps`)).json();
+    expect(timeline.runId).toBe(runId);
+    expect(timeline.steps.map((s: { automationId: string; outcome: string | null }) => [s.automationId, s.outcome])).toEqual([['s', 'ok'], ['nap', null]]);
+  });
+
+  it('unknown ids, other workspaces\' ids and non-UUIDs answer 404; scopes are enforced', async () => {
+    const ws = await env.workspace();
+    const other = await env.workspace();
+    const { blueprintId, triggerId } = await webTriggerFor(ws, blueprint);
+    const runId = await fire(ws, triggerId);
+    for (const url of [
+      `/v1/runs/${runId}/steps`,
+      `/v1/diagrams/${runId}/graph`,
+      `/v1/diagrams/${blueprintId}/graph`,
+      '/v1/runs/0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b/steps',
+      '/v1/diagrams/0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b/graph',
+    ]) {
+      const res = await other.call('GET', url);
+      expect(res.statusCode, url).toBe(404);
+      expect(res.json().code).toBe('not_found');
+    }
+    expect((await ws.call('GET', '/v1/runs/not-a-uuid/steps')).statusCode).toBe(404);
+    const diagramsOnly = await ws.keyWith(['diagrams:read']);
+    const runsOnly = await ws.keyWith(['runs:read']);
+    expect((await ws.call('GET', `/v1/runs/${runId}/steps`, { key: diagramsOnly.key })).statusCode).toBe(403);
+    expect((await ws.call('GET', `/v1/diagrams/${runId}/graph`, { key: runsOnly.key })).statusCode).toBe(403);
+    expect((await ws.call('GET', `/v1/runs/${runId}/steps`, { key: runsOnly.key })).statusCode).toBe(200);
+    expect((await ws.call('GET', `/v1/diagrams/${runId}/graph`, { key: diagramsOnly.key })).statusCode).toBe(200);
+  });
+});

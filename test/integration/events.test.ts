@@ -1,0 +1,214 @@
+import { expect, it } from 'vitest';
+import { describeEachStore, type TestWorkspace } from '../helpers/test-env.js';
+import {
+  createEndpoint,
+  deliverAndProcess,
+  eventTrigger,
+  lastDelivery,
+  runsOf,
+  search,
+  type Endpoint,
+} from '../helpers/deliveries.js';
+import { changeTags, findRecordByExtId } from '../../src/modules/records/record.repository.js';
+
+const patient = (id: string, extra: Record<string, unknown> = {}) => ({ resourceType: 'Patient', id, name: [{ text: `Patient ${id}` }], ...extra });
+const encounter = (id: string, status: string, patientId: string) => ({
+  resourceType: 'Encounter',
+  id,
+  status,
+  class: { system: 'http://terminology.hl7.org/CodeSystem/v3-ActCode', code: 'AMB' },
+  subject: { reference: `Patient/${patientId}` },
+});
+const collection = (...resources: object[]) => ({ resourceType: 'Bundle', type: 'collection', entry: resources.map((resource) => ({ resource })) });
+const deletion = (type: string, id: string) => ({
+  resourceType: 'Bundle',
+  type: 'transaction',
+  entry: [{ request: { method: 'DELETE', url: `${type}/${id}` } }],
+});
+
+describeEachStore('events raised from deliveries', (env) => {
+  let ws: TestWorkspace;
+  let feed: Endpoint;
+  const eventsOf = async () => (await lastDelivery(ws, feed)).events as { event: string; count: number }[];
+
+  it('raises created, then updated; a status event only when the status changes', async () => {
+    ws = await env.workspace();
+    feed = await createEndpoint(ws);
+    await deliverAndProcess(env, feed, collection(patient('e1'), encounter('enc-1', 'in-progress', 'e1')));
+    expect(await eventsOf()).toEqual([
+      { event: 'Encounter.created', count: 1 },
+      { event: 'Encounter.in-progress', count: 1 },
+      { event: 'Patient.created', count: 1 },
+    ]);
+    await deliverAndProcess(env, feed, encounter('enc-1', 'in-progress', 'e1'));
+    expect(await eventsOf()).toEqual([{ event: 'Encounter.updated', count: 1 }]);
+    await deliverAndProcess(env, feed, encounter('enc-1', 'finished', 'e1'));
+    expect(await eventsOf()).toEqual([
+      { event: 'Encounter.finished', count: 1 },
+      { event: 'Encounter.updated', count: 1 },
+    ]);
+    await deliverAndProcess(env, feed, encounter('enc-1', 'finished', 'e1'));
+    expect(await eventsOf()).toEqual([{ event: 'Encounter.updated', count: 1 }]);
+  });
+
+  it('sees the order inside one bundle: created then updated, one status event per change', async () => {
+    await deliverAndProcess(env, feed, collection(encounter('enc-2', 'planned', 'e1'), encounter('enc-2', 'planned', 'e1'), encounter('enc-2', 'arrived', 'e1')));
+    expect(await eventsOf()).toEqual([
+      { event: 'Encounter.arrived', count: 1 },
+      { event: 'Encounter.created', count: 1 },
+      { event: 'Encounter.planned', count: 1 },
+      { event: 'Encounter.updated', count: 2 },
+    ]);
+  });
+
+  it('raises deleted for DELETE entries; a later delivery is created again', async () => {
+    await deliverAndProcess(env, feed, deletion('Encounter', 'enc-2'));
+    expect(await eventsOf()).toEqual([{ event: 'Encounter.deleted', count: 1 }]);
+    await deliverAndProcess(env, feed, encounter('enc-2', 'arrived', 'e1'));
+    expect(await eventsOf()).toEqual([
+      { event: 'Encounter.arrived', count: 1 },
+      { event: 'Encounter.created', count: 1 },
+    ]);
+  });
+
+  it('serves the catalogue to any valid key, filtered by resource type', async () => {
+    const narrow = await ws.keyWith(['search:read']);
+    const res = await ws.call('GET', '/v1/events/catalog', { key: narrow.key });
+    expect(res.statusCode).toBe(200);
+    const events = res.json().data.map((entry: { event: string }) => entry.event);
+    expect(events).toEqual(expect.arrayContaining(['Encounter.finished', 'Observation.final', 'Appointment.booked', 'Patient.created', 'Patient.deleted']));
+    const encounters = await ws.call('GET', '/v1/events/catalog?resourceType=Encounter');
+    expect(encounters.json().data.every((entry: { event: string }) => entry.event.startsWith('Encounter.'))).toBe(true);
+    expect(encounters.json().data.length).toBeGreaterThan(3);
+    expect((await ws.call('GET', '/v1/events/catalog', { key: null })).statusCode).toBe(401);
+    expect((await ws.call('GET', '/v1/events/catalog?resourceType=1x')).statusCode).toBe(400);
+  });
+});
+
+describeEachStore('event triggers', (env) => {
+  it('start one run per matching event: payload {event, resource, deliveryId}, subject, key, audit', async () => {
+    const ws = await env.workspace();
+    const feed = await createEndpoint(ws);
+    const finished = await eventTrigger(ws, 'Encounter.finished');
+    const created = await eventTrigger(ws, 'Encounter.created');
+    const second = await eventTrigger(ws, 'Encounter.finished');
+    const body = collection(patient('t1'), encounter('f-1', 'finished', 't1'), encounter('f-2', 'finished', 't1'));
+    await deliverAndProcess(env, feed, body, { key: 'visit-42', headers: { 'x-request-id': 'req-visit-42' } });
+
+    const delivery = await env.db.selectFrom('deliveries').select('id').where('idempotency_key', '=', 'visit-42').executeTakeFirstOrThrow();
+    expect((await runsOf(ws, `triggerId=${finished.triggerId}`)).length).toBe(2);
+    expect((await runsOf(ws, `triggerId=${created.triggerId}`)).length).toBe(2);
+    expect((await runsOf(ws, `triggerId=${second.triggerId}`)).length).toBe(2);
+    const byKey = await runsOf(ws, 'idempotencyKey=visit-42');
+    expect(byKey).toHaveLength(6);
+    expect(byKey.every((run: { automationStatus: string; idempotencyKey: string }) => run.automationStatus === 'scheduled' && run.idempotencyKey === 'visit-42')).toBe(true);
+    expect((await lastDelivery(ws, feed)).runsStarted).toBe(6);
+
+    const subject = await findRecordByExtId(env.db, ws.workspaceId, 'Patient', 't1');
+    const rows = await env.db.selectFrom('runs').select(['payload', 'subject_record_id']).where('trigger_id', '=', finished.triggerId).execute();
+    for (const row of rows) {
+      expect(row.subject_record_id).toBe(subject!.id);
+      const payload = JSON.parse(row.payload!);
+      expect(Object.keys(payload).sort()).toEqual(['deliveryId', 'event', 'resource']);
+      expect(payload).toMatchObject({ event: 'Encounter.finished', deliveryId: delivery.id, resource: { resourceType: 'Encounter', status: 'finished' } });
+    }
+
+    const audit = await ws.call('GET', '/v1/audit-events?action=run.create&limit=100');
+    const events = audit.json().data as { requestId: string; keyName: string; details: Record<string, unknown> }[];
+    expect(events).toHaveLength(6);
+    for (const event of events) {
+      expect(event.requestId).toBe('req-visit-42');
+      expect(event.keyName).toBe('carepath');
+      expect(event.details).toMatchObject({ via: 'event', deliveryId: delivery.id });
+    }
+  });
+
+  it('autoStart false makes queued runs; inactive and deleted triggers start none', async () => {
+    const ws = await env.workspace();
+    const feed = await createEndpoint(ws);
+    const queued = await eventTrigger(ws, 'Encounter.arrived', { autoStart: false });
+    const inactive = await eventTrigger(ws, 'Encounter.arrived', { active: false });
+    const deleted = await eventTrigger(ws, 'Encounter.arrived');
+    expect((await ws.call('DELETE', `/v1/triggers/${deleted.triggerId}`)).statusCode).toBe(204);
+    await deliverAndProcess(env, feed, encounter('a-1', 'arrived', 'q1'));
+    const runs = await runsOf(ws, `triggerId=${queued.triggerId}`);
+    expect(runs.map((run: { automationStatus: string }) => run.automationStatus)).toEqual(['queued']);
+    expect(await runsOf(ws, `triggerId=${inactive.triggerId}`)).toHaveLength(0);
+    expect(await runsOf(ws, `triggerId=${deleted.triggerId}`)).toHaveLength(0);
+  });
+
+  it('honours onePerSubject: no second run while the subject has a live run of the trigger', async () => {
+    const ws = await env.workspace();
+    const feed = await createEndpoint(ws);
+    const once = await eventTrigger(ws, 'Encounter.finished', { onePerSubject: true });
+    await deliverAndProcess(env, feed, collection(encounter('o-1', 'finished', 'o1'), encounter('o-2', 'finished', 'o1'), encounter('o-3', 'finished', 'o2')));
+    const first = await runsOf(ws, `triggerId=${once.triggerId}`);
+    expect(first).toHaveLength(2);
+    await deliverAndProcess(env, feed, encounter('o-4', 'finished', 'o1'));
+    expect(await runsOf(ws, `triggerId=${once.triggerId}`)).toHaveLength(2);
+
+    // Once the subject's run is terminal, the next event starts one again.
+    const o1 = await findRecordByExtId(env.db, ws.workspaceId, 'Patient', 'o1');
+    const live = await env.db.selectFrom('runs').select('id').where('trigger_id', '=', once.triggerId).where('subject_record_id', '=', o1!.id).executeTakeFirstOrThrow();
+    expect((await ws.call('POST', `/v1/runs/${live.id}/cancel`)).statusCode).toBe(200);
+    await deliverAndProcess(env, feed, encounter('o-5', 'finished', 'o1'));
+    expect(await runsOf(ws, `triggerId=${once.triggerId}`)).toHaveLength(3);
+  });
+
+  it('makes a stand-in record for an unknown patient, which the Patient resource then fills in', async () => {
+    const ws = await env.workspace();
+    const feed = await createEndpoint(ws);
+    const trigger = await eventTrigger(ws, 'Encounter.created');
+    await deliverAndProcess(env, feed, encounter('u-1', 'planned', 'unknown-7'));
+    const standIn = await findRecordByExtId(env.db, ws.workspaceId, 'Patient', 'unknown-7');
+    expect(standIn).toMatchObject({ name: 'unknown-7' });
+    const run = await env.db.selectFrom('runs').select('subject_record_id').where('trigger_id', '=', trigger.triggerId).executeTakeFirstOrThrow();
+    expect(run.subject_record_id).toBe(standIn!.id);
+
+    await deliverAndProcess(env, feed, patient('unknown-7', { name: [{ given: ['Grace'], family: 'Hopper' }] }));
+    const filled = await findRecordByExtId(env.db, ws.workspaceId, 'Patient', 'unknown-7');
+    expect(filled).toMatchObject({ id: standIn!.id, name: 'Grace Hopper' });
+    expect((await lastDelivery(ws, feed)).events).toEqual([{ event: 'Patient.created', count: 1 }]);
+  });
+
+  it('gives a deleted resource the subject it had, and removes deleted patients from search', async () => {
+    const ws = await env.workspace();
+    const feed = await createEndpoint(ws);
+    const trigger = await eventTrigger(ws, 'Encounter.deleted');
+    const gone = await eventTrigger(ws, 'Patient.deleted');
+    await deliverAndProcess(env, feed, collection(patient('d1'), encounter('d-enc', 'finished', 'd1')));
+    const d1 = await findRecordByExtId(env.db, ws.workspaceId, 'Patient', 'd1');
+    await deliverAndProcess(env, feed, deletion('Encounter', 'd-enc'));
+    const run = await env.db.selectFrom('runs').select(['subject_record_id', 'payload']).where('trigger_id', '=', trigger.triggerId).executeTakeFirstOrThrow();
+    expect(run.subject_record_id).toBe(d1!.id);
+    expect(JSON.parse(run.payload!).resource).toEqual({ resourceType: 'Encounter', id: 'd-enc' });
+
+    await deliverAndProcess(env, feed, deletion('Patient', 'd1'));
+    expect((await search(ws, 'Patient')).total).toBe(0);
+    expect(await runsOf(ws, `triggerId=${gone.triggerId}`)).toHaveLength(1);
+  });
+
+  it('data that maps to no trigger only keeps search current', async () => {
+    const ws = await env.workspace();
+    const feed = await createEndpoint(ws);
+    await eventTrigger(ws, 'Observation.final');
+    await deliverAndProcess(env, feed, collection(patient('n1'), { resourceType: 'Practitioner', id: 'dr-n', name: [{ family: 'Who', prefix: ['Dr.'] }] }));
+    expect(await runsOf(ws, '')).toHaveLength(0);
+    expect((await search(ws, 'Patient')).total).toBe(1);
+    expect((await search(ws, 'Practitioner')).results.map((hit) => hit.name)).toEqual(['Who']);
+  });
+
+  it('slugs meta.tag codes into tags; an update replaces those and keeps tags set by pathways', async () => {
+    const ws = await env.workspace();
+    const feed = await createEndpoint(ws);
+    const tagged = (codes: string[]) => patient('tg1', { meta: { tag: codes.map((code) => ({ system: 'http://example.org/tags', code })) } });
+    await deliverAndProcess(env, feed, tagged(['High Risk', 'COPD', 'Ünïcode Tag']));
+    expect((await search(ws, 'Patient')).results[0].tags).toEqual(['copd', 'high-risk', 'unicode-tag']);
+
+    const record = await findRecordByExtId(env.db, ws.workspaceId, 'Patient', 'tg1');
+    await changeTags(env.db, ws.workspaceId, record!.id, ['followup-call'], [], new Date().toISOString());
+    await deliverAndProcess(env, feed, tagged(['COPD', 'Diabetes']));
+    expect((await search(ws, 'Patient')).results[0].tags).toEqual(['copd', 'diabetes', 'followup-call']);
+    expect((await search(ws, 'Patient', [{ op: 'without', tag: 'high-risk' }])).total).toBe(1);
+  });
+});

@@ -1,0 +1,124 @@
+import { expect, it } from 'vitest';
+import { describeEachStore, simpleBlueprint } from '../helpers/test-env.js';
+import { ManualClock } from '../../src/lib/clock.js';
+import { plannedRun } from '../../src/modules/events/run-plan.js';
+import { insertPlannedRuns, type PlannedRunRow } from '../../src/modules/events/planned-runs.repository.js';
+import { createPlannedRuns, sweepPlannedRuns, type RunStarterDeps } from '../../src/modules/events/planned-runs.js';
+import { processorFor } from '../helpers/deliveries.js';
+
+const clock = new ManualClock('2025-01-01T00:00:00.000Z');
+
+describeEachStore(
+  'planned runs',
+  (env) => {
+    const deps = (): RunStarterDeps => ({ db: env.db, dialect: env.container.store.dialect, runCreator: env.container.runCreator, now: () => clock.now() });
+
+    async function plan(count: number, owner: string, leaseExpiresAt: string): Promise<{ rows: PlannedRunRow[]; workspaceId: string }> {
+      const ws = await env.workspace();
+      const blueprint = await ws.importBlueprint(simpleBlueprint('Planned'));
+      const trigger = (await ws.call('POST', '/v1/triggers', { body: { name: 'E', sourceId: blueprint.id, type: 'event', event: 'Task.ready' } })).json();
+      const context = {
+        tenantId: ws.tenantId,
+        workspaceId: ws.workspaceId,
+        requestId: 'req-planned',
+        keyId: null,
+        keyName: 'carepath',
+        owner,
+        leaseExpiresAt,
+        at: clock.now().toISOString(),
+      };
+      const row = { id: trigger.triggerId, source_id: blueprint.id, auto_start: 1, one_per_subject: 0, blueprint_name: blueprint.name, blueprint_version: blueprint.version };
+      const rows = Array.from({ length: count }, (_, i) =>
+        plannedRun(row, context, { subjectRecordId: null, payloadJson: JSON.stringify({ n: i }), idempotencyKey: 'planned-key', origin: { via: 'test' } }),
+      );
+      await insertPlannedRuns(env.db, rows);
+      return { rows, workspaceId: ws.workspaceId };
+    }
+
+    const runsIn = async (workspaceId: string) => env.db.selectFrom('runs').select('id').where('workspace_id', '=', workspaceId).execute();
+    const plannedIn = async (workspaceId: string) => env.db.selectFrom('planned_runs').select('id').where('workspace_id', '=', workspaceId).execute();
+
+    it('creates the runs of its own planned rows once, with the ids fixed when they were planned', async () => {
+      clock.set('2025-01-01T00:00:00.000Z');
+      const { rows, workspaceId } = await plan(5, 'me', '2025-01-01T00:01:00.000Z');
+      expect(await createPlannedRuns(deps(), 'me', rows.map((r) => r.id))).toBe(5);
+      expect((await runsIn(workspaceId)).map((r) => r.id).sort()).toEqual(rows.map((r) => r.id).sort());
+      expect(await plannedIn(workspaceId)).toHaveLength(0);
+      // Asked again (a retry), nothing more happens.
+      expect(await createPlannedRuns(deps(), 'me', rows.map((r) => r.id))).toBe(0);
+      expect(await runsIn(workspaceId)).toHaveLength(5);
+    });
+
+    it("leaves another holder's rows alone until their lease runs out, then takes them over", async () => {
+      clock.set('2025-02-01T00:00:00.000Z');
+      const { rows, workspaceId } = await plan(4, 'dead-process', '2025-02-01T00:01:00.000Z');
+      expect(await createPlannedRuns(deps(), 'someone-else', rows.map((r) => r.id))).toBe(0);
+      expect(await sweepPlannedRuns(deps(), 'sweeper')).toBe(0);
+      expect(await runsIn(workspaceId)).toHaveLength(0);
+
+      // The holder died after creating two of them, before it could clean up.
+      for (const row of rows.slice(0, 2)) {
+        await env.container.runCreator.create({
+          ctx: { tenantId: row.tenant_id, workspaceId, keyId: '', keyName: 'carepath', scopes: [], environment: 'staging', requestId: row.request_id },
+          runId: row.id,
+          triggerId: row.trigger_id,
+          blueprint: { id: row.source_id, name: row.blueprint_name, version: row.source_version },
+          status: row.status,
+          payloadJson: row.payload,
+          subjectRecordId: null,
+          idempotencyKey: row.idempotency_key,
+          claim: null,
+          origin: {},
+          at: row.planned_at,
+        });
+      }
+      clock.set('2025-02-01T00:01:00.001Z');
+      const sweeps = await Promise.all([sweepPlannedRuns(deps(), 'sweeper-a'), sweepPlannedRuns(deps(), 'sweeper-b')]);
+      expect(sweeps[0] + sweeps[1]).toBe(2);
+      expect((await runsIn(workspaceId)).map((r) => r.id).sort()).toEqual(rows.map((r) => r.id).sort());
+      expect(await plannedIn(workspaceId)).toHaveLength(0);
+    });
+
+    it('hands over the wakes a dead processor left on a processed delivery, once its lease ran out', async () => {
+      clock.set('2025-03-01T00:00:00.000Z');
+      const ws = await env.workspace();
+      const wakes = [{ subjectRecordId: 'no-such-record', event: 'Encounter.finished', eventPayload: { event: 'Encounter.finished', resource: {}, deliveryId: 'd' } }];
+      const row = {
+        id: '01950000-0000-7000-8000-00000000d001',
+        tenant_id: ws.tenantId,
+        workspace_id: ws.workspaceId,
+        webhook_id: '01950000-0000-7000-8000-00000000e001',
+        request_id: 'req',
+        idempotency_key: null,
+        body_sha256: 'x',
+        body: null,
+        accepted: 1,
+        status: 'processed' as const,
+        attempts: 1,
+        lease_owner: 'dead-process',
+        lease_expires_at: '2025-03-01T00:01:00.000Z',
+        received_at: '2025-03-01T00:00:00.000Z',
+        processed_at: '2025-03-01T00:00:00.000Z',
+        problems: '[]',
+        problem_count: 0,
+        events: '[]',
+        runs_started: 0,
+        error: null,
+        pending_wakes: JSON.stringify(wakes),
+      };
+      await env.db.insertInto('deliveries').values(row).execute();
+      const processor = processorFor(env);
+      await processor.sweep();
+      expect(await env.db.selectFrom('deliveries').select('pending_wakes').where('id', '=', row.id).executeTakeFirstOrThrow()).toEqual({
+        pending_wakes: row.pending_wakes,
+      });
+      clock.set('2025-03-01T00:01:00.001Z');
+      await processor.sweep();
+      expect(await env.db.selectFrom('deliveries').select(['pending_wakes', 'lease_owner']).where('id', '=', row.id).executeTakeFirstOrThrow()).toEqual({
+        pending_wakes: null,
+        lease_owner: null,
+      });
+    });
+  },
+  { clock },
+);

@@ -1,0 +1,287 @@
+import { sql } from 'kysely';
+import { expect, it } from 'vitest';
+import { describeEachStore, simpleBlueprint, type TestEnv, type TestWorkspace } from '../helpers/test-env.js';
+import { runsOf, savedQuery, schedulerFor, searchTrigger } from '../helpers/deliveries.js';
+import { ManualClock } from '../../src/lib/clock.js';
+import { loadConfig } from '../../src/config.js';
+import { createContainer, type Container } from '../../src/container.js';
+import { createLogger } from '../../src/lib/logger.js';
+import { insertRecords } from '../../src/modules/records/record.repository.js';
+
+const clock = new ManualClock('2024-01-01T00:00:00.000Z');
+
+/** A workspace with `size` Patient records tagged `cohort` (and one without), and a query for them. */
+async function cohort(env: TestEnv, size = 3): Promise<{ ws: TestWorkspace; queryId: string }> {
+  const ws = await env.workspace();
+  const records = Array.from({ length: size }, (_, i) => ({ resourceType: 'Patient' as const, extId: `c-${i}`, name: `Cohort ${i}`, tags: ['cohort'] }));
+  records.push({ resourceType: 'Patient', extId: 'outsider', name: 'Outsider', tags: ['other'] });
+  await insertRecords(env.db, ws.workspaceId, records, clock.now().toISOString());
+  const { queryId } = await savedQuery(ws, 'Patient', [{ op: 'with', tag: 'cohort' }]);
+  return { ws, queryId };
+}
+
+/** Moves the clock to each time and runs the scheduler there; returns the tick times that ran. */
+async function ticksAt(env: TestEnv, triggerId: string, times: string[]): Promise<string[]> {
+  const scheduler = schedulerFor(env.container);
+  const ticks: string[] = [];
+  for (const time of times) {
+    clock.set(time);
+    for (const outcome of await scheduler.runDueTicks()) if (outcome.triggerId === triggerId) ticks.push(outcome.tick);
+  }
+  return ticks;
+}
+
+async function nextRunAt(ws: TestWorkspace, triggerId: string): Promise<string | null> {
+  return (await ws.call('GET', `/v1/triggers/${triggerId}`)).json().nextRunAt;
+}
+
+/**
+ * PostgreSQL: a second container on the same schema, another process as far as the store can
+ * tell. SQLite: the same container (one connection per process; better-sqlite3 waits for a lock
+ * synchronously, so two connections in one event loop would only wait on each other).
+ */
+async function secondContainer(env: TestEnv): Promise<Container> {
+  if (env.kind === 'sqlite') return env.container;
+  const schema = env.kind === 'postgres' ? (await sql<{ s: string }>`select current_schema() as s`.execute(env.db)).rows[0].s : undefined;
+  return createContainer(loadConfig({ CAREPATH_DATABASE_URL: env.container.config.databaseUrl }), {
+    clock,
+    logger: createLogger('silent'),
+    storeOptions: schema ? { schema, poolSize: 4 } : {},
+  });
+}
+
+describeEachStore(
+  'search-trigger schedules',
+  (env) => {
+    it('P1D at 08:00 Europe/Amsterdam stays at 08:00 local across spring-forward and fall-back', async () => {
+      const { ws, queryId } = await cohort(env);
+      clock.set('2024-03-29T12:00:00.000Z');
+      const spring = await searchTrigger(ws, queryId, {
+        schedule: { interval: 'P1D', timezone: 'Europe/Amsterdam', startAt: '2024-03-30T07:00:00.000Z' },
+        onePerSubject: false,
+      });
+      expect(spring.nextRunAt).toBe('2024-03-30T07:00:00.000Z');
+      const ticks = await ticksAt(env, spring.triggerId, [
+        '2024-03-30T06:59:59.999Z',
+        '2024-03-30T07:00:00.000Z',
+        '2024-03-31T05:59:00.000Z',
+        '2024-03-31T06:00:00.000Z',
+        '2024-04-01T06:00:30.000Z',
+      ]);
+      expect(ticks).toEqual(['2024-03-30T07:00:00.000Z', '2024-03-31T06:00:00.000Z', '2024-04-01T06:00:00.000Z']);
+      expect(await nextRunAt(ws, spring.triggerId)).toBe('2024-04-02T06:00:00.000Z');
+      for (const tick of ticks) {
+        const runs = await runsOf(ws, `idempotencyKey=${encodeURIComponent(`schedule:${spring.triggerId}:${tick}`)}`);
+        expect(runs).toHaveLength(3);
+      }
+
+      clock.set('2024-10-25T12:00:00.000Z');
+      const fall = await searchTrigger(ws, queryId, {
+        schedule: { interval: 'P1D', timezone: 'Europe/Amsterdam', startAt: '2024-10-26T06:00:00.000Z' },
+        onePerSubject: false,
+      });
+      expect(await ticksAt(env, fall.triggerId, ['2024-10-26T06:00:00.000Z', '2024-10-27T06:00:00.000Z', '2024-10-27T07:00:00.000Z'])).toEqual([
+        '2024-10-26T06:00:00.000Z',
+        '2024-10-27T07:00:00.000Z',
+      ]);
+    });
+
+    it('cron 0 8 * * * in America/New_York follows the local clock across both DST changes', async () => {
+      const { ws, queryId } = await cohort(env, 1);
+      clock.set('2024-03-09T00:00:00.000Z');
+      const trigger = await searchTrigger(ws, queryId, { schedule: { interval: '0 8 * * *', timezone: 'America/New_York' }, onePerSubject: false });
+      expect(trigger.nextRunAt).toBe('2024-03-09T13:00:00.000Z');
+      expect(await ticksAt(env, trigger.triggerId, ['2024-03-09T13:00:00.000Z', '2024-03-10T12:00:00.000Z', '2024-03-11T12:00:00.000Z'])).toEqual([
+        '2024-03-09T13:00:00.000Z',
+        '2024-03-10T12:00:00.000Z',
+        '2024-03-11T12:00:00.000Z',
+      ]);
+      clock.set('2024-11-02T00:00:00.000Z');
+      expect((await ws.call('PATCH', `/v1/triggers/${trigger.triggerId}`, { body: { schedule: { interval: '0 8 * * *', timezone: 'America/New_York' } } })).statusCode).toBe(200);
+      expect(await ticksAt(env, trigger.triggerId, ['2024-11-02T12:00:00.000Z', '2024-11-03T12:00:00.000Z', '2024-11-03T13:00:00.000Z'])).toEqual([
+        '2024-11-02T12:00:00.000Z',
+        '2024-11-03T13:00:00.000Z',
+      ]);
+    });
+
+    it('P1D in America/New_York and cron 0 8 * * * in Europe/Amsterdam keep 08:00 local too', async () => {
+      const { ws, queryId } = await cohort(env, 1);
+      clock.set('2024-11-01T00:00:00.000Z');
+      const ny = await searchTrigger(ws, queryId, {
+        schedule: { interval: 'P1D', timezone: 'America/New_York', startAt: '2024-11-02T12:00:00.000Z' },
+        onePerSubject: false,
+      });
+      expect(await ticksAt(env, ny.triggerId, ['2024-11-02T12:00:00.000Z', '2024-11-03T12:00:00.000Z', '2024-11-03T13:00:00.000Z'])).toEqual([
+        '2024-11-02T12:00:00.000Z',
+        '2024-11-03T13:00:00.000Z',
+      ]);
+      clock.set('2024-03-29T12:00:00.000Z');
+      const ams = await searchTrigger(ws, queryId, { schedule: { interval: '0 8 * * *', timezone: 'Europe/Amsterdam' }, onePerSubject: false });
+      expect(ams.nextRunAt).toBe('2024-03-30T07:00:00.000Z');
+      expect(await ticksAt(env, ams.triggerId, ['2024-03-30T07:00:00.000Z', '2024-03-31T06:00:00.000Z'])).toEqual([
+        '2024-03-30T07:00:00.000Z',
+        '2024-03-31T06:00:00.000Z',
+      ]);
+    });
+
+    it('cron 30 2 * * * in Amsterdam fires once on the night a 02:30 is skipped and once when it comes twice', async () => {
+      const { ws, queryId } = await cohort(env, 1);
+      clock.set('2024-03-30T12:00:00.000Z');
+      const trigger = await searchTrigger(ws, queryId, { schedule: { interval: '30 2 * * *', timezone: 'Europe/Amsterdam' }, onePerSubject: false });
+      expect(await ticksAt(env, trigger.triggerId, ['2024-03-31T00:30:00.000Z', '2024-03-31T01:30:00.000Z', '2024-03-31T23:00:00.000Z'])).toEqual([
+        '2024-03-31T01:30:00.000Z',
+      ]);
+      clock.set('2024-10-26T12:00:00.000Z');
+      await ws.call('PATCH', `/v1/triggers/${trigger.triggerId}`, { body: { schedule: { interval: '30 2 * * *', timezone: 'Europe/Amsterdam' } } });
+      expect(await ticksAt(env, trigger.triggerId, ['2024-10-27T00:30:00.000Z', '2024-10-27T01:30:00.000Z', '2024-10-27T12:00:00.000Z'])).toEqual([
+        '2024-10-27T01:30:00.000Z',
+      ]);
+    });
+
+    it('PT1H is elapsed time: every real hour through the spring-forward night', async () => {
+      const { ws, queryId } = await cohort(env, 1);
+      clock.set('2024-03-30T23:00:00.000Z');
+      const trigger = await searchTrigger(ws, queryId, {
+        schedule: { interval: 'PT1H', timezone: 'Europe/Amsterdam', startAt: '2024-03-31T00:00:00.000Z' },
+        onePerSubject: false,
+      });
+      const times = ['2024-03-31T00:00:00.000Z', '2024-03-31T01:00:00.000Z', '2024-03-31T02:00:00.000Z', '2024-03-31T03:00:00.000Z'];
+      expect(await ticksAt(env, trigger.triggerId, times)).toEqual(times);
+    });
+
+    it('after a downtime only the latest missed tick runs', async () => {
+      const { ws, queryId } = await cohort(env);
+      clock.set('2024-05-01T00:00:00.000Z');
+      const trigger = await searchTrigger(ws, queryId, {
+        schedule: { interval: 'P1D', timezone: 'Europe/Amsterdam', startAt: '2024-05-01T06:00:00.000Z' },
+        onePerSubject: false,
+      });
+      expect(await ticksAt(env, trigger.triggerId, ['2024-05-06T10:00:00.000Z', '2024-05-06T10:00:01.000Z'])).toEqual(['2024-05-06T06:00:00.000Z']);
+      expect(await nextRunAt(ws, trigger.triggerId)).toBe('2024-05-07T06:00:00.000Z');
+      expect(await runsOf(ws, `triggerId=${trigger.triggerId}`)).toHaveLength(3);
+    });
+
+    it('onePerSubject (the default for search triggers) starts no second run for a subject with a live one', async () => {
+      const { ws, queryId } = await cohort(env);
+      clock.set('2024-06-01T00:00:00.000Z');
+      const trigger = await searchTrigger(ws, queryId, { schedule: { interval: 'PT1H', timezone: 'UTC', startAt: '2024-06-01T01:00:00.000Z' } });
+      const scheduler = schedulerFor(env.container);
+      const tickOf = async () => (await scheduler.runDueTicks()).filter((o) => o.triggerId === trigger.triggerId);
+      clock.set('2024-06-01T01:00:00.000Z');
+      expect(await tickOf()).toMatchObject([{ started: 3, skipped: 0 }]);
+      clock.set('2024-06-01T02:00:00.000Z');
+      expect(await tickOf()).toMatchObject([{ started: 0, skipped: 3 }]);
+      const [first] = await runsOf(ws, `triggerId=${trigger.triggerId}`);
+      expect((await ws.call('POST', `/v1/runs/${first.runId}/cancel`)).statusCode).toBe(200);
+      clock.set('2024-06-01T03:00:00.000Z');
+      expect(await tickOf()).toMatchObject([{ started: 1, skipped: 2 }]);
+      const subjects = await env.db.selectFrom('runs').select('subject_record_id').where('trigger_id', '=', trigger.triggerId).execute();
+      const cohortIds = await env.db.selectFrom('records').select('id').where('workspace_id', '=', ws.workspaceId).where('ext_id', 'like', 'c-%').execute();
+      expect(new Set(subjects.map((s) => s.subject_record_id))).toEqual(new Set(cohortIds.map((r) => r.id)));
+    });
+
+    it('inactive, deleted and unscheduled search triggers never tick', async () => {
+      const { ws, queryId } = await cohort(env, 1);
+      clock.set('2024-07-01T00:00:00.000Z');
+      const schedule = { interval: 'PT1H', timezone: 'UTC', startAt: '2024-07-01T01:00:00.000Z' };
+      const inactive = await searchTrigger(ws, queryId, { schedule, active: false });
+      const deleted = await searchTrigger(ws, queryId, { schedule });
+      await ws.call('DELETE', `/v1/triggers/${deleted.triggerId}`);
+      const onDemand = await searchTrigger(ws, queryId);
+      expect(onDemand.nextRunAt).toBeNull();
+      clock.set('2024-07-01T05:00:00.000Z');
+      const ran = (await schedulerFor(env.container).runDueTicks()).map((o) => o.triggerId);
+      for (const trigger of [inactive, deleted, onDemand]) expect(ran).not.toContain(trigger.triggerId);
+    });
+
+    it('two schedulers on one store racing for the same ticks run each tick once', async () => {
+      const other = await secondContainer(env);
+      try {
+        const { ws, queryId } = await cohort(env, 5);
+        clock.set('2024-08-01T00:00:00.000Z');
+        const triggers: { triggerId: string }[] = [];
+        for (let i = 0; i < 4; i++) {
+          triggers.push(await searchTrigger(ws, queryId, { schedule: { interval: 'PT15M', timezone: 'UTC' }, onePerSubject: false }));
+        }
+        for (const at of ['2024-08-01T00:15:00.000Z', '2024-08-01T00:30:00.000Z']) {
+          clock.set(at);
+          const [a, b, c] = await Promise.all([schedulerFor(env.container).runDueTicks(), schedulerFor(other).runDueTicks(), schedulerFor(other).runDueTicks()]);
+          const claimed = [...a, ...b, ...c].filter((o) => triggers.some((t) => t.triggerId === o.triggerId));
+          expect(claimed).toHaveLength(4);
+          expect(new Set(claimed.map((o) => o.triggerId)).size).toBe(4);
+          for (const trigger of triggers) {
+            expect(await runsOf(ws, `idempotencyKey=${encodeURIComponent(`schedule:${trigger.triggerId}:${at}`)}`)).toHaveLength(5);
+          }
+        }
+        const planned = await env.db.selectFrom('planned_runs').select('id').execute();
+        expect(planned).toHaveLength(0);
+      } finally {
+        if (other !== env.container) await other.close();
+      }
+    });
+  },
+  { clock },
+);
+
+describeEachStore(
+  'evaluating a search trigger on demand',
+  (env) => {
+    it('starts one run per matching record, answering {started, skipped, idempotencyKey}, audited with the key', async () => {
+      const { ws, queryId } = await cohort(env, 4);
+      clock.set('2024-09-01T10:00:00.000Z');
+      const trigger = await searchTrigger(ws, queryId, { autoStart: false });
+      const res = await ws.call('POST', `/v1/triggers/${trigger.triggerId}/evaluate`);
+      expect(res.statusCode, res.body).toBe(200);
+      expect(res.json()).toEqual({ started: 4, skipped: 0, idempotencyKey: `evaluate:${trigger.triggerId}:2024-09-01T10:00:00.000Z` });
+      const runs = await runsOf(ws, `idempotencyKey=${encodeURIComponent(res.json().idempotencyKey)}`);
+      expect(runs).toHaveLength(4);
+      expect(runs.every((run: { automationStatus: string }) => run.automationStatus === 'queued')).toBe(true);
+      const audit = (await ws.call('GET', '/v1/audit-events?action=run.create&limit=100')).json().data;
+      expect(audit).toHaveLength(4);
+      expect(audit[0]).toMatchObject({ keyId: ws.keyId, keyName: 'test key', details: { via: 'evaluate', triggerId: trigger.triggerId } });
+
+      clock.set('2024-09-01T10:05:00.000Z');
+      const again = await ws.call('POST', `/v1/triggers/${trigger.triggerId}/evaluate`, { body: {} });
+      expect(again.json()).toMatchObject({ started: 0, skipped: 4 });
+    });
+
+    it('a Pathway query matches run records by their status tag, each run the subject of a new one', async () => {
+      const ws = await env.workspace();
+      const blueprint = await ws.importBlueprint(simpleBlueprint('Source pathway'));
+      const web = (await ws.call('POST', '/v1/triggers', { body: { name: 'Web', sourceId: blueprint.id, type: 'web' } })).json();
+      const fired = [];
+      for (let i = 0; i < 2; i++) fired.push((await ws.call('POST', `/v1/triggers/${web.triggerId}`, { body: {} })).json().runId);
+      await ws.call('POST', `/v1/triggers/${web.triggerId}`, { body: { autoStart: false } });
+      const { queryId } = await savedQuery(ws, 'Pathway', [{ op: 'with', tag: 'scheduled' }]);
+      const cohortTrigger = await searchTrigger(ws, queryId);
+      const res = await ws.call('POST', `/v1/triggers/${cohortTrigger.triggerId}/evaluate`);
+      expect(res.json()).toMatchObject({ started: 2, skipped: 0 });
+      const subjects = await env.db.selectFrom('runs').select('subject_record_id').where('trigger_id', '=', cohortTrigger.triggerId).execute();
+      expect(subjects.map((s) => s.subject_record_id).sort()).toEqual(fired.sort());
+    });
+
+    it('refuses other trigger types (400), inactive ones (409), unknown ids (404) and keys without runs:write (403)', async () => {
+      const { ws, queryId } = await cohort(env, 1);
+      const blueprint = await ws.importBlueprint(simpleBlueprint());
+      for (const body of [{ type: 'web' }, { type: 'event', event: 'Encounter.finished' }]) {
+        const trigger = (await ws.call('POST', '/v1/triggers', { body: { name: 'x', sourceId: blueprint.id, ...body } })).json();
+        const res = await ws.call('POST', `/v1/triggers/${trigger.triggerId}/evaluate`);
+        expect(res.statusCode).toBe(400);
+        expect(res.json()).toMatchObject({ code: 'invalid_request', error: expect.stringMatching(/only search triggers can be evaluated/) });
+      }
+      const inactive = await searchTrigger(ws, queryId, { active: false });
+      const conflict = await ws.call('POST', `/v1/triggers/${inactive.triggerId}/evaluate`);
+      expect(conflict.statusCode).toBe(409);
+      expect(conflict.json().code).toBe('trigger_inactive');
+      expect((await ws.call('POST', '/v1/triggers/01900000-0000-7000-8000-000000000000/evaluate')).statusCode).toBe(404);
+      const other = await env.workspace();
+      expect((await other.call('POST', `/v1/triggers/${inactive.triggerId}/evaluate`)).statusCode).toBe(404);
+      const reader = await ws.keyWith(['triggers:read', 'runs:read']);
+      const active = await searchTrigger(ws, queryId);
+      const denied = await ws.call('POST', `/v1/triggers/${active.triggerId}/evaluate`, { key: reader.key });
+      expect(denied.statusCode).toBe(403);
+      expect((await ws.call('POST', `/v1/triggers/${active.triggerId}/evaluate`, { body: { extra: 1 } })).statusCode).toBe(400);
+    });
+  },
+  { clock },
+);

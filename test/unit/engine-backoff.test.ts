@@ -1,0 +1,55 @@
+import { describe, expect, it } from 'vitest';
+import { backoffDelay, isRetryableStatus, retryAfterMs } from '../../src/engine/outbound/backoff.js';
+import { afterDuration, nextLocalTime, TimerSettingError } from '../../src/engine/timers.js';
+
+describe('backoff', () => {
+  const policy = { attempts: 5, baseMs: 100, maxMs: 1_000 };
+
+  it('doubles the ceiling each retry, up to the cap', () => {
+    expect([1, 2, 3, 4, 5, 6].map((retry) => backoffDelay(retry, policy, () => 0.999999))).toEqual([99, 199, 399, 799, 999, 999]);
+  });
+
+  it('draws the delay uniformly below the ceiling (full jitter)', () => {
+    expect(backoffDelay(3, policy, () => 0)).toBe(0);
+    expect(backoffDelay(3, policy, () => 0.5)).toBe(200);
+    for (let i = 0; i < 100; i++) {
+      const delay = backoffDelay(2, policy);
+      expect(delay).toBeGreaterThanOrEqual(0);
+      expect(delay).toBeLessThan(200);
+    }
+  });
+
+  it('retries 5xx and 429 only', () => {
+    expect([500, 502, 503, 429].every(isRetryableStatus)).toBe(true);
+    expect([200, 301, 400, 404, 409, 422].some(isRetryableStatus)).toBe(false);
+  });
+
+  it('reads Retry-After in seconds or as a date', () => {
+    const now = Date.parse('2030-01-01T00:00:00Z');
+    expect(retryAfterMs('2', now)).toBe(2000);
+    expect(retryAfterMs('Tue, 01 Jan 2030 00:00:03 GMT', now)).toBe(3000);
+    expect(retryAfterMs(undefined, now)).toBeNull();
+    expect(retryAfterMs('soon', now)).toBeNull();
+  });
+});
+
+describe('wait timers', () => {
+  it('adds a duration, calendar-aware', () => {
+    expect(afterDuration(new Date('2030-01-31T10:00:00Z'), 'P2D')).toBe('2030-02-02T10:00:00.000Z');
+    expect(afterDuration(new Date('2030-01-31T10:00:00Z'), 'P1M')).toBe('2030-02-28T10:00:00.000Z');
+    expect(afterDuration(new Date('2030-01-01T00:00:00Z'), 'PT90S')).toBe('2030-01-01T00:01:30.000Z');
+    expect(() => afterDuration(new Date(), 'soon')).toThrow(TimerSettingError);
+  });
+
+  it('finds the next local time, today or tomorrow', () => {
+    // 07:00 in Paris (UTC+1 in January) is 06:00Z.
+    expect(nextLocalTime(new Date('2030-01-10T05:00:00Z'), '07:00', 'Europe/Paris')).toBe('2030-01-10T06:00:00.000Z');
+    expect(nextLocalTime(new Date('2030-01-10T06:00:00Z'), '07:00', 'Europe/Paris')).toBe('2030-01-11T06:00:00.000Z');
+    expect(nextLocalTime(new Date('2030-01-10T07:00:00Z'), '07:00:30', 'Europe/Paris')).toBe('2030-01-11T06:00:30.000Z');
+  });
+
+  it('keeps the wall time across a DST change', () => {
+    // Paris moves to UTC+2 on 2030-03-31: 09:00 local is 08:00Z the day before and 07:00Z after.
+    expect(nextLocalTime(new Date('2030-03-30T12:00:00Z'), '09:00', 'Europe/Paris')).toBe('2030-03-31T07:00:00.000Z');
+  });
+});
