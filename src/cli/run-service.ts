@@ -8,6 +8,7 @@ import { createContainer } from '../container.js';
 import { startBackgroundServices, type RunningService } from '../background.js';
 import { shutdownSignal, startServer, type RunningServer } from '../server.js';
 import { demoNotice, seedDemoIfEmpty } from './demo-seed.js';
+import { startStoreSignals, type StoreSignals } from '../engine/store-signals.js';
 
 export interface ServiceParts {
   http: boolean;
@@ -42,8 +43,12 @@ export async function runService(config: Config, parts: ServiceParts, print: (te
   const container = await createContainer(config);
   let server: RunningServer | null = null;
   let background: RunningService | null = null;
+  let forwarding: StoreSignals | null = null;
   try {
     if (parts.http) server = await startServer(container);
+    // An API-only process tells workers elsewhere about the runs it creates (PostgreSQL NOTIFY),
+    // so they need not wait for their next poll; with background services the worker does it.
+    if (parts.http && !parts.background) forwarding = await startStoreSignals(container);
     // Seeded after listening succeeds: a port already in use must not swallow the only copy of the key.
     const seed = parts.seedDemo ? await seedDemoIfEmpty(container) : null;
     if (seed) print(demoNotice(seed, config.publicUrl));
@@ -58,6 +63,7 @@ export async function runService(config: Config, parts: ServiceParts, print: (te
     await stopInOrder([
       async () => server?.close(),
       async () => background?.stop(),
+      async () => forwarding?.close(),
       () => container.close(),
     ]);
   }

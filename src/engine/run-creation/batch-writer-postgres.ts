@@ -3,7 +3,8 @@
  * (`unnest`), and data-modifying CTEs take the idempotency claims, then insert the winners'
  * runs, Pathway records, status tags and audit events. One round trip and one implicit
  * transaction per batch instead of seven; the statement text does not depend on the batch
- * size, so PostgreSQL parses the same text every time.
+ * size, so PostgreSQL parses the same text every time. `available_at` is the creation time, so
+ * new runs queue behind timers that fell due earlier instead of ahead of them.
  */
 import { sql } from 'kysely';
 import type { Db } from '../../storage/database.js';
@@ -63,9 +64,9 @@ export async function writeBatchOnPostgres(db: Db, runs: PreparedRun[]): Promise
     ),
     new_runs as (
       insert into runs (id, workspace_id, trigger_id, source_id, source_version, name, idempotency_key,
-                        automation_status, error, payload, subject_record_id, created_at, updated_at)
+                        automation_status, error, payload, subject_record_id, created_at, updated_at, available_at)
       select run_id, workspace_id, trigger_id, source_id, source_version, name, idempotency_key,
-             status, null, payload, subject_record_id, at, at
+             status, null, payload, subject_record_id, at, at, at
       from winners
       returning id
     ),

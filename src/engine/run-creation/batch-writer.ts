@@ -53,6 +53,8 @@ export async function writeBatchWithKysely(tx: Transaction<Database>, runs: Prep
           subject_record_id: run.subjectRecordId,
           created_at: run.at,
           updated_at: run.at,
+          // Due from its creation: queued behind timers that fell due earlier, not ahead of them.
+          available_at: run.at,
         })),
       )
       .execute();
