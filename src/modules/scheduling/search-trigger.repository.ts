@@ -7,6 +7,7 @@ import { parseJson } from '../../lib/json.js';
 import type { TagFilter } from '../search/search.schemas.js';
 import type { StoredSchedule } from '../triggers/trigger.repository.js';
 import type { TriggerForRuns } from '../events/run-plan.js';
+import { matchingRecords } from '../search/search.repository.js';
 
 export interface DueTrigger {
   id: string;
@@ -117,8 +118,8 @@ export async function loadTriggerForEvaluation(
 }
 
 /**
- * One page of the records a saved query matches, by id after `afterId`. Same semantics as
- * search (modules/search): records of the type in the workspace, each `with` tag present, each
+ * One page of the records a saved query matches, by id after `afterId`, with the very filter
+ * search uses (modules/search): records of the type in the workspace, each `with` tag present, each
  * `without` tag absent; a Pathway query matches the records of runs.
  */
 export async function matchingRecordIds(
@@ -128,23 +129,7 @@ export async function matchingRecordIds(
   afterId: string | null,
   limit: number,
 ): Promise<string[]> {
-  let select = db
-    .selectFrom('records')
-    .select('records.id')
-    .where('records.workspace_id', '=', workspaceId)
-    .where('records.resource_type', '=', query.resourceType);
-  for (const filter of query.filters) {
-    select = select.where((eb) => {
-      const tagged = eb.exists(
-        eb
-          .selectFrom('record_tags')
-          .select(eb.lit(1).as('one'))
-          .whereRef('record_tags.record_id', '=', 'records.id')
-          .where('record_tags.tag', '=', filter.tag),
-      );
-      return filter.op === 'with' ? tagged : eb.not(tagged);
-    });
-  }
+  let select = matchingRecords(db, workspaceId, query).select('records.id');
   if (afterId !== null) select = select.where('records.id', '>', afterId);
   const rows = await select.orderBy('records.id').limit(limit).execute();
   return rows.map((row) => row.id);

@@ -5,7 +5,8 @@
  * the `records_by_<field>` index (workspace_id, resource_type, field, id), with the id as the
  * tie-breaker so equal names page deterministically.
  */
-import type { DbOrTx } from '../../storage/database.js';
+import type { ExpressionBuilder } from 'kysely';
+import type { Database, DbOrTx } from '../../storage/database.js';
 import { tagsOf } from '../records/record.repository.js';
 import type { ResourceType, SearchHit, SearchOrder, TagFilter } from './search.schemas.js';
 
@@ -28,24 +29,32 @@ const ORDER_COLUMN = {
   extId: 'records.ext_id',
 } as const satisfies Record<SearchOrder, string>;
 
-function matchingRecords(db: DbOrTx, workspaceId: string, criteria: RecordCriteria) {
+/** The records of a type in a workspace that pass every tag filter (all ANDed). */
+export function matchingRecords(db: DbOrTx, workspaceId: string, criteria: RecordCriteria) {
   let select = db
     .selectFrom('records')
     .where('records.workspace_id', '=', workspaceId)
     .where('records.resource_type', '=', criteria.resourceType);
   for (const filter of criteria.filters) {
-    select = select.where((eb) => {
-      const tagged = eb.exists(
-        eb
-          .selectFrom('record_tags')
-          .select(eb.lit(1).as('one'))
-          .whereRef('record_tags.record_id', '=', 'records.id')
-          .where('record_tags.tag', '=', filter.tag),
-      );
-      return filter.op === 'with' ? tagged : eb.not(tagged);
-    });
+    select = select.where((eb) => tagCondition(eb, 'records.id', filter));
   }
   return select;
+}
+
+/** EXISTS (`with`) or NOT EXISTS (`without`) a tag on the record whose id is `recordId`. */
+function tagCondition(
+  eb: ExpressionBuilder<Database & { driver: Database['record_tags'] }, 'records' | 'driver'>,
+  recordId: 'records.id' | 'driver.record_id',
+  filter: TagFilter,
+) {
+  const tagged = eb.exists(
+    eb
+      .selectFrom('record_tags')
+      .select(eb.lit(1).as('one'))
+      .whereRef('record_tags.record_id', '=', recordId)
+      .where('record_tags.tag', '=', filter.tag),
+  );
+  return filter.op === 'with' ? tagged : eb.not(tagged);
 }
 
 /**
@@ -71,16 +80,7 @@ export async function countRecords(db: DbOrTx, workspaceId: string, criteria: Re
     .where('records.resource_type', '=', criteria.resourceType);
   for (const filter of criteria.filters) {
     if (filter.op === 'with' && filter.tag === driver) continue;
-    select = select.where((eb) => {
-      const tagged = eb.exists(
-        eb
-          .selectFrom('record_tags')
-          .select(eb.lit(1).as('one'))
-          .whereRef('record_tags.record_id', '=', 'driver.record_id')
-          .where('record_tags.tag', '=', filter.tag),
-      );
-      return filter.op === 'with' ? tagged : eb.not(tagged);
-    });
+    select = select.where((eb) => tagCondition(eb, 'driver.record_id', filter));
   }
   const row = await select.select((eb) => eb.fn.countAll<number | string>().as('n')).executeTakeFirstOrThrow();
   return Number(row.n);
