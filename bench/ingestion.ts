@@ -34,8 +34,9 @@ import { signPayload } from '../src/ingestion/signature.js';
 import { createFhirValidator } from '../src/ingestion/fhir-validate.js';
 import { recordFromResource, subjectReferenceOf } from '../src/ingestion/records.js';
 import { DeliveryProcessor } from '../src/modules/deliveries/delivery-processor.js';
+import { SYNTHEA_FIXTURES } from '../test/helpers/shared-files.js';
 
-const SYNTHEA = '/work/shared/fixtures/synthea-10-patients';
+const SYNTHEA = SYNTHEA_FIXTURES;
 const SENDERS = 4;
 const INGEST_PLAN = [
   { size: 30, bundles: 200 },

@@ -12,9 +12,10 @@ import { DeliveryProcessor, type DeliveryProcessorOptions } from '../../src/modu
 import { Scheduler } from '../../src/modules/scheduling/scheduler.js';
 import type { Container } from '../../src/container.js';
 import { simpleBlueprint, type TestEnv, type TestWorkspace } from './test-env.js';
+import { SYNTHEA_FIXTURES } from './shared-files.js';
 
 export const EXAMPLES = join(process.cwd(), 'node_modules/hl7.fhir.r4.examples');
-export const SYNTHEA = '/work/shared/fixtures/synthea-10-patients';
+export const SYNTHEA = SYNTHEA_FIXTURES;
 export const hasSynthea = existsSync(SYNTHEA);
 
 export type Resource = { resourceType: string; id?: string; [element: string]: unknown };

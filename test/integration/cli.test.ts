@@ -28,9 +28,10 @@ import { webhookRotateSecret } from '../../src/cli/admin/webhook.js';
 import { auditExport } from '../../src/cli/admin/audit.js';
 import { demoNotice, seedDemoIfEmpty } from '../../src/cli/demo-seed.js';
 import { freshStore, STORE_KINDS, type FreshStore, type StoreKind } from '../helpers/stores.js';
+import { SHARED_EXAMPLE_BLUEPRINTS } from '../helpers/shared-files.js';
 
 const PROJECT_BLUEPRINTS = fileURLToPath(new URL('../../blueprints/', import.meta.url));
-const SHARED_EXAMPLES = '/work/shared/examples/blueprints';
+const SHARED_EXAMPLES = SHARED_EXAMPLE_BLUEPRINTS;
 
 function jsonFiles(folder: string): string[] {
   return readdirSync(folder)

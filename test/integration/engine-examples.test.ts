@@ -1,5 +1,5 @@
 /**
- * The example blueprints shipped in /work/shared/examples/blueprints import and run, every path.
+ * The example blueprints shipped beside the project (../shared/examples/blueprints) import and run, every path.
  * new-patient-welcome posts to 127.0.0.1:9099: a ledger listens there, and the allow-list names it.
  */
 import { existsSync, readFileSync } from 'node:fs';
@@ -11,8 +11,9 @@ import { LedgerServer } from '../helpers/ledger-server.js';
 import { ManualClock } from '../../src/lib/clock.js';
 import { parseBlueprintFile } from '../../src/modules/blueprints/blueprint.parse.js';
 import { wakeRunsWaitingFor } from '../../src/engine/event-waits.js';
+import { SHARED_EXAMPLE_BLUEPRINTS } from '../helpers/shared-files.js';
 
-const EXAMPLES = '/work/shared/examples/blueprints';
+const EXAMPLES = SHARED_EXAMPLE_BLUEPRINTS;
 const present = existsSync(EXAMPLES);
 
 function example(name: string): unknown {

@@ -3,6 +3,7 @@ import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { parseBlueprintFile } from '../../src/modules/blueprints/blueprint.parse.js';
 import { BlueprintError, validateBlueprint } from '../../src/modules/blueprints/blueprint.validate.js';
+import { SHARED_EXAMPLE_BLUEPRINTS } from '../helpers/shared-files.js';
 
 type Json = Record<string, any>;
 
@@ -588,7 +589,7 @@ describe('validateBlueprint: automations', () => {
   });
 });
 
-const SHARED_EXAMPLES = '/work/shared/examples/blueprints';
+const SHARED_EXAMPLES = SHARED_EXAMPLE_BLUEPRINTS;
 
 describe.skipIf(!existsSync(SHARED_EXAMPLES))('the shared example blueprints', () => {
   const files = existsSync(SHARED_EXAMPLES) ? readdirSync(SHARED_EXAMPLES).filter((f) => f.endsWith('.json')) : [];

@@ -3,9 +3,10 @@ import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { parseDeliveryBody, type FhirResource } from '../../src/ingestion/delivery-body.js';
 import { createFhirValidator, type FhirValidator } from '../../src/ingestion/fhir-validate.js';
+import { SYNTHEA_FIXTURES } from '../helpers/shared-files.js';
 
 const EXAMPLES = join(process.cwd(), 'node_modules/hl7.fhir.r4.examples');
-const SYNTHEA = '/work/shared/fixtures/synthea-10-patients';
+const SYNTHEA = SYNTHEA_FIXTURES;
 
 const example = (file: string): FhirResource => JSON.parse(readFileSync(join(EXAMPLES, file), 'utf8')) as FhirResource;
 

@@ -10,9 +10,10 @@ import {
   type FhirResource,
 } from '../../src/ingestion/delivery-body.js';
 import { checkPlainRecord, recordFromResource, slugTag, subjectReferenceOf } from '../../src/ingestion/records.js';
+import { SYNTHEA_FIXTURES } from '../helpers/shared-files.js';
 
 const EXAMPLES = join(process.cwd(), 'node_modules/hl7.fhir.r4.examples');
-const SYNTHEA = '/work/shared/fixtures/synthea-10-patients';
+const SYNTHEA = SYNTHEA_FIXTURES;
 
 const example = (file: string): FhirResource => JSON.parse(readFileSync(join(EXAMPLES, file), 'utf8')) as FhirResource;
 
