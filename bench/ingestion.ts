@@ -35,6 +35,7 @@ import { createFhirValidator } from '../src/ingestion/fhir-validate.js';
 import { recordFromResource, subjectReferenceOf } from '../src/ingestion/records.js';
 import { DeliveryProcessor } from '../src/modules/deliveries/delivery-processor.js';
 import { SYNTHEA_FIXTURES } from '../test/helpers/shared-files.js';
+import { processorDependencies } from '../src/modules/deliveries/delivery-processor.service.js';
 
 const SYNTHEA = SYNTHEA_FIXTURES;
 const SENDERS = 4;
@@ -141,15 +142,7 @@ async function ingest(container: Container, app: Api, bundles: Resource[][], val
   // Compile the validators of the types in play first: a one-off cost of a process's first bundle.
   for (const type of new Set(bundles.flat().map((r) => r.resourceType))) validator.validate({ resourceType: type });
   const processor = new DeliveryProcessor(
-    {
-      db: container.db,
-      dialect: container.store.dialect,
-      clock: container.clock,
-      logger: container.logger,
-      signals: container.signals,
-      runCreator: container.runCreator,
-      validator,
-    },
+    processorDependencies(container, validator),
     { pollMs: 20, batch: 8 },
   );
 

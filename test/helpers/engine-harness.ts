@@ -9,6 +9,7 @@ import { RunWorker, type WorkerOptions } from '../../src/engine/worker.js';
 import { validateBlueprint } from '../../src/modules/blueprints/blueprint.validate.js';
 import { insertRecords } from '../../src/modules/records/record.repository.js';
 import type { TestEnv, TestWorkspace } from './test-env.js';
+import type { StepView } from '../../src/engine/run-views.js';
 
 export const FAST_RETRIES = { attempts: 3, baseMs: 5, maxMs: 20 };
 
@@ -42,18 +43,8 @@ export async function getRun(ws: TestWorkspace, runId: string) {
   return res.json() as { automationStatus: string; error: { message: string; nodeId: string } | null; updatedAt: string };
 }
 
-export interface StepJson {
-  stepId: string;
-  nodeId: string;
-  automationId: string;
-  type: string;
-  attempt: number;
-  startedAt: string;
-  finishedAt: string | null;
-  outcome: string | null;
-  output: unknown;
-  error: string | null;
-}
+/** A step as `GET /v1/runs/{runId}/steps` answers it. */
+export type StepJson = StepView;
 
 export async function getSteps(ws: TestWorkspace, runId: string): Promise<StepJson[]> {
   const res = await ws.call('GET', `/v1/runs/${runId}/steps`);

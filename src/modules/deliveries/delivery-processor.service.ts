@@ -3,25 +3,28 @@
  * (src/background.ts). Each process compiles its own FHIR validator, lazily, on first use.
  */
 import type { BackgroundService } from '../../background.js';
-import { createFhirValidator } from '../../ingestion/fhir-validate.js';
+import type { Container } from '../../container.js';
+import { createFhirValidator, type FhirValidator } from '../../ingestion/fhir-validate.js';
 import { DeliveryProcessor, type DeliveryProcessorOptions } from './delivery-processor.js';
+
+/** What a delivery processor needs from the container, plus the validator it owns. */
+export function processorDependencies(container: Container, validator: FhirValidator) {
+  return {
+    db: container.db,
+    dialect: container.store.dialect,
+    clock: container.clock,
+    logger: container.logger,
+    signals: container.signals,
+    runCreator: container.runCreator,
+    validator,
+  };
+}
 
 export function deliveryProcessorService(options: DeliveryProcessorOptions = {}): BackgroundService {
   return {
     name: 'delivery-processor',
     async start(container) {
-      const processor = new DeliveryProcessor(
-        {
-          db: container.db,
-          dialect: container.store.dialect,
-          clock: container.clock,
-          logger: container.logger,
-          signals: container.signals,
-          runCreator: container.runCreator,
-          validator: createFhirValidator(),
-        },
-        options,
-      );
+      const processor = new DeliveryProcessor(processorDependencies(container, createFhirValidator()), options);
       processor.start();
       return { stop: () => processor.stop() };
     },
