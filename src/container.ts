@@ -34,6 +34,21 @@ export interface Container {
   close(): Promise<void>;
 }
 
+/**
+ * The parts every background worker takes from the container (the run engine and the delivery
+ * processor add their own on top), picked in one place.
+ */
+export function workerBasics(container: Container) {
+  return {
+    db: container.db,
+    dialect: container.store.dialect,
+    clock: container.clock,
+    logger: container.logger,
+    signals: container.signals,
+    runCreator: container.runCreator,
+  };
+}
+
 export interface ContainerOptions {
   clock?: Clock;
   logger?: Logger;

@@ -3,7 +3,7 @@
  * worker, the executor's shell and the automations take plain arguments (and tests can build
  * them with other settings, e.g. fast retries).
  */
-import type { Container } from '../container.js';
+import { workerBasics, type Container } from '../container.js';
 import type { Clock } from '../lib/clock.js';
 import type { Logger } from '../lib/logger.js';
 import type { WorkSignals } from '../lib/work-signals.js';
@@ -34,12 +34,7 @@ export interface EngineServices {
 
 export function engineServices(container: Container, outbound: Partial<OutboundSettings> = {}): EngineServices {
   return {
-    db: container.db,
-    dialect: container.store.dialect,
-    clock: container.clock,
-    logger: container.logger,
-    signals: container.signals,
-    runCreator: container.runCreator,
+    ...workerBasics(container),
     triggers: container.triggersForFire,
     outbound: {
       allow: outbound.allow ?? createAllowList(container.config.httpAllow),

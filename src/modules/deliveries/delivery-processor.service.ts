@@ -3,21 +3,13 @@
  * (src/background.ts). Each process compiles its own FHIR validator, lazily, on first use.
  */
 import type { BackgroundService } from '../../background.js';
-import type { Container } from '../../container.js';
+import { workerBasics, type Container } from '../../container.js';
 import { createFhirValidator, type FhirValidator } from '../../ingestion/fhir-validate.js';
 import { DeliveryProcessor, type DeliveryProcessorOptions } from './delivery-processor.js';
 
 /** What a delivery processor needs from the container, plus the validator it owns. */
 export function processorDependencies(container: Container, validator: FhirValidator) {
-  return {
-    db: container.db,
-    dialect: container.store.dialect,
-    clock: container.clock,
-    logger: container.logger,
-    signals: container.signals,
-    runCreator: container.runCreator,
-    validator,
-  };
+  return { ...workerBasics(container), validator };
 }
 
 export function deliveryProcessorService(options: DeliveryProcessorOptions = {}): BackgroundService {
