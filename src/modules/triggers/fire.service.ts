@@ -69,7 +69,8 @@ export async function fireTrigger(
   const subject = extId ? await findRecordByExtId(deps.db, ctx.workspaceId, 'Patient', extId) : undefined;
   const autoStart = input.autoStart ?? trigger.auto_start === 1;
   const now = deps.now();
-  const fingerprint = fireFingerprint(triggerId, input);
+  // Only a keyed fire is compared with an earlier one; an unkeyed fire needs no fingerprint.
+  const fingerprint = key === undefined ? null : fireFingerprint(triggerId, input);
 
   const prepared = {
     ctx,
@@ -80,7 +81,7 @@ export async function fireTrigger(
     payloadJson: input.payload === undefined ? null : JSON.stringify(input.payload),
     subjectRecordId: subject?.id ?? null,
     idempotencyKey: key ?? null,
-    claim: key === undefined ? null : { key, fingerprint },
+    claim: key === undefined || fingerprint === null ? null : { key, fingerprint },
     origin: { via: 'fire' },
     at: now.toISOString(),
   } as const;
