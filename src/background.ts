@@ -1,12 +1,13 @@
 /**
  * The parts of a process that work without a request: the run engine's workers, the delivery
- * processor, the scheduler. `carepath serve` and `carepath worker` start every one of them;
+ * processor, the scheduler, the tag bitmap folder. `carepath serve` and `carepath worker` start every one of them;
  * `carepath api` starts none. A part adds itself to `backgroundServices`.
  */
 import type { Container } from './container.js';
 import { deliveryProcessorService } from './modules/deliveries/delivery-processor.service.js';
 import { schedulerService } from './modules/scheduling/scheduler.service.js';
 import { engineWorkerService } from './engine/worker-service.js';
+import { tagBitmapFolderService } from './modules/search/tag-bitmap-folder.service.js';
 
 export interface RunningService {
   /** Stops taking new work and waits for work in hand to reach a safe point. */
@@ -18,7 +19,12 @@ export interface BackgroundService {
   start(container: Container): Promise<RunningService>;
 }
 
-export const backgroundServices: BackgroundService[] = [deliveryProcessorService(), schedulerService(), engineWorkerService];
+export const backgroundServices: BackgroundService[] = [
+  deliveryProcessorService(),
+  schedulerService(),
+  engineWorkerService,
+  tagBitmapFolderService(),
+];
 
 export async function startBackgroundServices(container: Container): Promise<RunningService> {
   const running: { name: string; service: RunningService }[] = [];

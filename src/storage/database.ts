@@ -125,6 +125,8 @@ export interface IdempotencyKeyTable {
 
 /** Search records: Patients and Practitioners from ingestion, a Pathway per run. */
 export interface RecordTable {
+  /** The record's bit position in the tag bitmaps: assigned by the store, never changed or reused. */
+  seq: Generated<number>;
   id: string;
   workspace_id: string;
   resource_type: 'Patient' | 'Pathway' | 'Practitioner';
@@ -139,6 +141,29 @@ export interface RecordTagTable {
   record_id: string;
   workspace_id: string;
   tag: string;
+}
+
+/**
+ * Every change to which records carry which tag, appended by triggers on `records` (the pseudo-tag
+ * `*`: the record exists) and `record_tags`; folded into `tag_bitmaps` and deleted by the compactor.
+ */
+export interface RecordTagChangeTable {
+  id: Generated<number>;
+  workspace_id: string;
+  resource_type: RecordTable['resource_type'];
+  tag: string;
+  seq: number;
+  /** 1: the record carries the tag from this change on; 0: it no longer does */
+  present: number;
+}
+
+/** Which records carry a tag, 65,536 record positions (`seq`) per chunk (src/modules/search/tag-bitmap.ts). */
+export interface TagBitmapTable {
+  workspace_id: string;
+  resource_type: RecordTable['resource_type'];
+  tag: string;
+  chunk: number;
+  bits: Uint8Array;
 }
 
 export interface AuditEventTable {
@@ -301,6 +326,8 @@ export interface Database {
   idempotency_keys: IdempotencyKeyTable;
   records: RecordTable;
   record_tags: RecordTagTable;
+  record_tag_changes: RecordTagChangeTable;
+  tag_bitmaps: TagBitmapTable;
   audit_events: AuditEventTable;
   webhooks: WebhookTable;
   webhook_secrets: WebhookSecretTable;

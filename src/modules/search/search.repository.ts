@@ -1,13 +1,21 @@
 /**
- * The SQL of search (DESIGN §8): records of one type in one workspace, narrowed by tag filters,
- * all on the server. Each `with` filter is an EXISTS over the record's tags and each `without`
- * a NOT EXISTS, both answered by the record_tags primary key (record_id, tag). Ordering walks
- * the `records_by_<field>` index (workspace_id, resource_type, field, id), with the id as the
- * tie-breaker so equal names page deterministically.
+ * The reads of search (DESIGN §8): records of one type in one workspace, narrowed by tag filters
+ * (ANDed), all on the server.
+ *
+ * Which records match is answered by the tag bitmaps (tag-bitmap.ts): the bitmap of every record
+ * of the type, ANDed with each `with` tag's and AND-NOTed with each `without` tag's. That gives the
+ * exact `total` in a few thousand word operations, however many records carry the tags. A page is
+ * then read in the requested order in one of two ways, whichever reads fewer rows:
+ * - walk: read the order index from the start, keep the records whose position is in the match
+ *   bitmap, stop once `offset + limit` are found (cheap when matches are common);
+ * - fetch: read exactly the matching records and let the store sort them (cheap when they are rare).
+ * Both let the store compare the sort keys, so paging follows the store's collation either way.
  */
-import type { ExpressionBuilder } from 'kysely';
+import { sql, type ExpressionBuilder } from 'kysely';
 import type { Database, DbOrTx } from '../../storage/database.js';
-import { tagsOf } from '../records/record.repository.js';
+import { dialectOfDb } from '../../storage/dialect.js';
+import { intersect, type TagBitmap } from './tag-bitmap.js';
+import { EVERY_RECORD, loadTagBitmaps } from './tag-bitmap.repository.js';
 import type { ResourceType, SearchHit, SearchOrder, TagFilter } from './search.schemas.js';
 
 export interface RecordCriteria {
@@ -15,109 +23,201 @@ export interface RecordCriteria {
   filters: readonly TagFilter[];
 }
 
-export interface RecordPageQuery extends RecordCriteria {
+export interface RecordPageQuery {
   order: SearchOrder;
   direction: 'asc' | 'desc';
   limit: number;
   offset: number;
 }
 
+/** The records a search matches: their positions, how many, and how many records of the type exist. */
+export interface Matches {
+  resourceType: ResourceType;
+  positions: TagBitmap;
+  total: number;
+  everyRecord: number;
+}
+
 const ORDER_COLUMN = {
-  name: 'records.name',
-  createdAt: 'records.created_at',
-  updatedAt: 'records.updated_at',
-  extId: 'records.ext_id',
+  name: 'name',
+  createdAt: 'created_at',
+  updatedAt: 'updated_at',
+  extId: 'ext_id',
 } as const satisfies Record<SearchOrder, string>;
 
-/** The records of a type in a workspace that pass every tag filter (all ANDed). */
+/** The matches of a search, as of one snapshot of the store. */
+export async function findMatches(db: DbOrTx, workspaceId: string, criteria: RecordCriteria): Promise<Matches> {
+  const withTags = [...new Set(criteria.filters.filter((f) => f.op === 'with').map((f) => f.tag))];
+  const withoutTags = [...new Set(criteria.filters.filter((f) => f.op === 'without').map((f) => f.tag))];
+  const bitmaps = await loadTagBitmaps(db, workspaceId, criteria.resourceType, [EVERY_RECORD, ...withTags, ...withoutTags]);
+  const every = bitmaps.get(EVERY_RECORD)!;
+  const positions = intersect(
+    every,
+    withTags.map((tag) => bitmaps.get(tag)!),
+    withoutTags.map((tag) => bitmaps.get(tag)!),
+  );
+  return { resourceType: criteria.resourceType, positions, total: positions.cardinality(), everyRecord: every.cardinality() };
+}
+
+/** The number of matching records. */
+export async function countRecords(db: DbOrTx, workspaceId: string, criteria: RecordCriteria): Promise<number> {
+  return (await findMatches(db, workspaceId, criteria)).total;
+}
+
+/** Walking reads index entries only; fetching reads whole rows: a walk of 8 entries costs about one fetch. */
+const WALK_ROWS_PER_FETCHED_ROW = 8;
+const WALK_BATCH_MIN = 64;
+const WALK_BATCH_MAX = 4_096;
+
+/** One page of hits in the requested order, each with all of its tags (sorted). */
+export async function findRecordPage(db: DbOrTx, workspaceId: string, matches: Matches, query: RecordPageQuery): Promise<SearchHit[]> {
+  if (query.offset >= matches.total || query.limit === 0) return [];
+  const wanted = query.offset + query.limit;
+  const expectedWalk = (wanted * matches.everyRecord) / matches.total;
+  const seqs =
+    expectedWalk <= WALK_ROWS_PER_FETCHED_ROW * matches.total
+      ? await walkOrderIndex(db, workspaceId, matches, query, expectedWalk)
+      : await fetchMatchesInOrder(db, workspaceId, matches, query);
+  return hitsInOrder(db, workspaceId, seqs);
+}
+
+/**
+ * Reads the order index in batches, keeping matching positions, until the page is complete. A
+ * batch reads positions only (index entries end with `seq`, so no row is touched on SQLite); the
+ * sort key of a batch's last entry is read only when another batch is needed, to go on after it.
+ */
+async function walkOrderIndex(
+  db: DbOrTx,
+  workspaceId: string,
+  matches: Matches,
+  query: RecordPageQuery,
+  expectedWalk: number,
+): Promise<number[]> {
+  const column = ORDER_COLUMN[query.order];
+  const found: number[] = [];
+  let skipped = 0;
+  let after: { value: string; id: string } | null = null;
+  // The first batch is sized to finish the page in one read when matches are spread evenly.
+  let batch = Math.min(WALK_BATCH_MAX, Math.max(WALK_BATCH_MIN, Math.ceil(expectedWalk * 1.25) + 16));
+  for (;;) {
+    let select = db
+      .selectFrom('records')
+      .select('records.seq')
+      .where('records.workspace_id', '=', workspaceId)
+      .where('records.resource_type', '=', matches.resourceType);
+    if (after) {
+      const { value, id } = after;
+      select = select.where((eb) =>
+        eb(eb.refTuple(`records.${column}`, 'records.id'), query.direction === 'asc' ? '>' : '<', eb.tuple(value, id)),
+      );
+    }
+    const rows = await select
+      .orderBy(`records.${column}`, query.direction)
+      .orderBy('records.id', query.direction)
+      .limit(batch)
+      .execute();
+    for (const row of rows) {
+      if (!matches.positions.has(Number(row.seq))) continue;
+      if (skipped < query.offset) skipped++;
+      else {
+        found.push(Number(row.seq));
+        if (found.length === query.limit) return found;
+      }
+    }
+    if (rows.length < batch) return found;
+    const last = await lastOfBatch(db, column, query.direction, rows.map((row) => Number(row.seq)));
+    // Every record of the batch was deleted meanwhile: the page ends here.
+    if (!last) return found;
+    after = last;
+    batch = Math.min(WALK_BATCH_MAX, batch * 2);
+  }
+}
+
+/** The sort key of a batch's last entry; if that record was deleted meanwhile, of the last one still there. */
+async function lastOfBatch(
+  db: DbOrTx,
+  column: (typeof ORDER_COLUMN)[SearchOrder],
+  direction: 'asc' | 'desc',
+  seqs: number[],
+): Promise<{ value: string; id: string } | undefined> {
+  const select = db.selectFrom('records').select(['records.id', `records.${column} as value`]);
+  const last = await select.where('records.seq', '=', seqs[seqs.length - 1]).executeTakeFirst();
+  if (last) return last;
+  const backwards = direction === 'asc' ? 'desc' : 'asc';
+  return select.where(seqIn(db, seqs)).orderBy(`records.${column}`, backwards).orderBy('records.id', backwards).limit(1).executeTakeFirst();
+}
+
+/** Reads just the matching records, sorted and paged by the store. */
+async function fetchMatchesInOrder(db: DbOrTx, workspaceId: string, matches: Matches, query: RecordPageQuery): Promise<number[]> {
+  const column = ORDER_COLUMN[query.order];
+  const rows = await db
+    .selectFrom('records')
+    .select('records.seq')
+    .where('records.workspace_id', '=', workspaceId)
+    .where('records.resource_type', '=', matches.resourceType)
+    .where(seqIn(db, [...matches.positions.positions()]))
+    .orderBy(`records.${column}`, query.direction)
+    .orderBy('records.id', query.direction)
+    .limit(query.limit)
+    .offset(query.offset)
+    .execute();
+  return rows.map((row) => Number(row.seq));
+}
+
+/** The hits at the given positions, in the given order, with their tags: one read, a row per tag. */
+async function hitsInOrder(db: DbOrTx, workspaceId: string, seqs: number[]): Promise<SearchHit[]> {
+  if (seqs.length === 0) return [];
+  const rows = await db
+    .selectFrom('records')
+    .leftJoin('record_tags', 'record_tags.record_id', 'records.id')
+    .select(['records.seq', 'records.id', 'records.ext_id', 'records.name', 'records.resource_type', 'record_tags.tag'])
+    .where('records.workspace_id', '=', workspaceId)
+    .where(seqIn(db, seqs))
+    .orderBy('record_tags.tag')
+    .execute();
+  const bySeq = new Map<number, SearchHit>();
+  for (const row of rows) {
+    const seq = Number(row.seq);
+    let hit = bySeq.get(seq);
+    if (!hit) {
+      hit = { id: row.id, extId: row.ext_id, name: row.name, resourceType: row.resource_type, tags: [] };
+      bySeq.set(seq, hit);
+    }
+    if (row.tag !== null) hit.tags.push(row.tag);
+  }
+  return seqs.map((seq) => bySeq.get(seq)).filter((hit) => hit !== undefined);
+}
+
+/** `records.seq` is one of `seqs`, as one bound parameter (a JSON array on SQLite, an array on PostgreSQL). */
+function seqIn(db: DbOrTx, seqs: number[]) {
+  return dialectOfDb(db) === 'postgres'
+    ? sql<boolean>`records.seq = any(${seqs}::bigint[])`
+    : sql<boolean>`records.seq in (select value from json_each(${JSON.stringify(seqs)}))`;
+}
+
+/**
+ * The records of a type in a workspace that pass every tag filter, as SQL: for readers that want
+ * the rows in id order in pages (search triggers), not a count.
+ */
 export function matchingRecords(db: DbOrTx, workspaceId: string, criteria: RecordCriteria) {
   let select = db
     .selectFrom('records')
     .where('records.workspace_id', '=', workspaceId)
     .where('records.resource_type', '=', criteria.resourceType);
   for (const filter of criteria.filters) {
-    select = select.where((eb) => tagCondition(eb, 'records.id', filter));
+    select = select.where((eb) => tagCondition(eb, filter));
   }
   return select;
 }
 
-/** EXISTS (`with`) or NOT EXISTS (`without`) a tag on the record whose id is `recordId`. */
-function tagCondition(
-  eb: ExpressionBuilder<Database & { driver: Database['record_tags'] }, 'records' | 'driver'>,
-  recordId: 'records.id' | 'driver.record_id',
-  filter: TagFilter,
-) {
+/** EXISTS (`with`) or NOT EXISTS (`without`) the tag on the record, by the record_tags key. */
+function tagCondition(eb: ExpressionBuilder<Database, 'records'>, filter: TagFilter) {
   const tagged = eb.exists(
     eb
       .selectFrom('record_tags')
       .select(eb.lit(1).as('one'))
-      .whereRef('record_tags.record_id', '=', recordId)
+      .whereRef('record_tags.record_id', '=', 'records.id')
       .where('record_tags.tag', '=', filter.tag),
   );
   return filter.op === 'with' ? tagged : eb.not(tagged);
-}
-
-/**
- * The number of matching records. With a `with` filter the count is driven from the tag index
- * (workspace_id, tag, record_id) of the rarest `with` tag, so it reads only the records that
- * carry that tag instead of every record of the workspace; the other filters are probes of the
- * (record_id, tag) key. Measured on 1,000,000 records: from over a second to a fraction of it.
- */
-export async function countRecords(db: DbOrTx, workspaceId: string, criteria: RecordCriteria): Promise<number> {
-  const withTags = criteria.filters.filter((filter) => filter.op === 'with').map((filter) => filter.tag);
-  if (withTags.length === 0) {
-    const row = await matchingRecords(db, workspaceId, criteria)
-      .select((eb) => eb.fn.countAll<number | string>().as('n'))
-      .executeTakeFirstOrThrow();
-    return Number(row.n);
-  }
-  const driver = await rarestTag(db, workspaceId, withTags);
-  let select = db
-    .selectFrom('record_tags as driver')
-    .innerJoin('records', 'records.id', 'driver.record_id')
-    .where('driver.workspace_id', '=', workspaceId)
-    .where('driver.tag', '=', driver)
-    .where('records.resource_type', '=', criteria.resourceType);
-  for (const filter of criteria.filters) {
-    if (filter.op === 'with' && filter.tag === driver) continue;
-    select = select.where((eb) => tagCondition(eb, 'driver.record_id', filter));
-  }
-  const row = await select.select((eb) => eb.fn.countAll<number | string>().as('n')).executeTakeFirstOrThrow();
-  return Number(row.n);
-}
-
-/** Of the given tags, the one the fewest records of the workspace carry (an index-only count). */
-async function rarestTag(db: DbOrTx, workspaceId: string, tags: string[]): Promise<string> {
-  if (tags.length === 1) return tags[0];
-  const counts = await db
-    .selectFrom('record_tags')
-    .select(['tag', (eb) => eb.fn.countAll<number | string>().as('n')])
-    .where('workspace_id', '=', workspaceId)
-    .where('tag', 'in', tags)
-    .groupBy('tag')
-    .execute();
-  const byTag = new Map(counts.map((row) => [row.tag, Number(row.n)]));
-  return tags.reduce((best, tag) => ((byTag.get(tag) ?? 0) < (byTag.get(best) ?? 0) ? tag : best));
-}
-
-/** One page of hits, each with all of its tags (sorted). */
-export async function findRecordPage(db: DbOrTx, workspaceId: string, query: RecordPageQuery): Promise<SearchHit[]> {
-  const rows = await matchingRecords(db, workspaceId, query)
-    .select(['records.id', 'records.ext_id', 'records.name', 'records.resource_type'])
-    .orderBy(ORDER_COLUMN[query.order], query.direction)
-    .orderBy('records.id', query.direction)
-    .limit(query.limit)
-    .offset(query.offset)
-    .execute();
-  const tags = await tagsOf(
-    db,
-    rows.map((row) => row.id),
-  );
-  return rows.map((row) => ({
-    id: row.id,
-    extId: row.ext_id,
-    name: row.name,
-    resourceType: row.resource_type,
-    tags: tags.get(row.id) ?? [],
-  }));
 }

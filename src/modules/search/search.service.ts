@@ -9,7 +9,7 @@
 import type { Db } from '../../storage/database.js';
 import type { RequestContext } from '../../auth/context.js';
 import { recordAudit } from '../audit/audit.repository.js';
-import { countRecords, findRecordPage, type RecordCriteria } from './search.repository.js';
+import { countRecords, findMatches, findRecordPage, type RecordCriteria } from './search.repository.js';
 import {
   DEFAULT_SEARCH_LIMIT,
   type ResourceType,
@@ -28,17 +28,14 @@ export async function searchRecords(db: Db, ctx: RequestContext, body: SearchBod
   const criteria = criteriaOf(body);
   const limit = body.limit ?? DEFAULT_SEARCH_LIMIT;
   const offset = body.offset ?? 0;
-  const total = await countRecords(db, ctx.workspaceId, criteria);
-  const results =
-    offset < total
-      ? await findRecordPage(db, ctx.workspaceId, {
-          ...criteria,
-          order: body.order ?? 'name',
-          direction: body.orderDirection ?? 'asc',
-          limit,
-          offset,
-        })
-      : [];
+  const matches = await findMatches(db, ctx.workspaceId, criteria);
+  const total = matches.total;
+  const results = await findRecordPage(db, ctx.workspaceId, matches, {
+    order: body.order ?? 'name',
+    direction: body.orderDirection ?? 'asc',
+    limit,
+    offset,
+  });
   if (HOLDS_HEALTH_DATA[criteria.resourceType]) {
     await recordAudit(db, ctx, now.toISOString(), [
       {
