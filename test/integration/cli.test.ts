@@ -263,6 +263,49 @@ function suite(kind: StoreKind) {
       });
     });
 
+    describe('audit of admin changes', () => {
+      it('records every admin change in its workspace, as carepath admin, with no key, hash or secret', async () => {
+        const tenant = unique('Audited');
+        const { workspaceId } = await workspaceCreate(container, { tenant, name: 'Cardiology' });
+        const issued = await keyCreate(container, { workspaceId, name: 'ehr', scopes: ['runs:read'] });
+        await keyRevoke(container, { keyId: issued.keyId });
+        await keyRevoke(container, { keyId: issued.keyId }); // already revoked: nothing new to record
+        const imported = await blueprintImport(container, { workspaceId, file: jsonFiles(PROJECT_BLUEPRINTS)[0] });
+        const workspace = (await findWorkspace(container.db, workspaceId))!;
+        const box = createSecretBox(container.config.secretKey);
+        const ctx = systemContext(workspace.tenant_id, workspaceId, 'test');
+        const webhook = await createWebhook({ db: container.db, box, publicUrl: 'http://x' }, ctx, { name: 'EHR' }, new Date());
+        const rotated = await webhookRotateSecret(container, { webhookId: webhook.webhookId, overlapMs: 3_600_000 });
+
+        const events = [];
+        for await (const event of auditExport(container, { workspaceId })) events.push(event);
+        expect(events.map((event) => [event.action, event.resourceId])).toEqual([
+          ['workspace.create', workspaceId],
+          ['key.create', issued.keyId],
+          ['key.revoke', issued.keyId],
+          ['blueprint.import', imported.id],
+          ['webhook.rotate_secret', webhook.webhookId],
+        ]);
+        for (const event of events) {
+          expect(event).toMatchObject({ keyName: 'carepath admin', keyId: null, workspaceId, outcome: 'success' });
+          expect(event.requestId).toMatch(/^[0-9a-f-]{36}$/);
+        }
+        expect(new Set(events.map((event) => event.requestId)).size).toBe(events.length);
+        expect(events[1].details).toEqual({ name: 'ehr', scopes: ['runs:read'], environment: 'staging' });
+        expect(events[4].details).toEqual({ overlapSeconds: 3600 });
+        const everything = JSON.stringify(events);
+        for (const secret of [issued.key, hashApiKey(issued.key), rotated.secret, webhook.secret]) expect(everything).not.toContain(secret);
+      });
+
+      it('records nothing when the change fails', async () => {
+        const workspaceId = await newWorkspace();
+        await expect(keyCreate(container, { workspaceId, name: 'bad', scopes: ['nope'] })).rejects.toThrow(CommandError);
+        const events = [];
+        for await (const event of auditExport(container, { workspaceId })) events.push(event);
+        expect(events.map((event) => event.action)).toEqual(['workspace.create']);
+      });
+    });
+
     describe('audit export', () => {
       it('streams the workspace events oldest first, across pages, from --since on', async () => {
         const workspaceId = await newWorkspace();
@@ -280,17 +323,22 @@ function suite(kind: StoreKind) {
           { action: 'run.create', resourceType: 'run', resourceId: 'elsewhere' },
         ]);
 
-        const events = [];
-        for await (const event of auditExport(container, { workspaceId })) events.push(event);
+        const exported = [];
+        for await (const event of auditExport(container, { workspaceId })) exported.push(event);
+        // Besides the runs: the workspace's own creation, by the admin command.
+        expect(exported.filter((event) => event.action === 'workspace.create')).toHaveLength(1);
+        const events = exported.filter((event) => event.action !== 'workspace.create');
         expect(events).toHaveLength(count);
         expect(events.map((event) => event.details.i)).toEqual([...Array(count).keys()]);
         expect(events.every((event) => event.workspaceId === workspaceId)).toBe(true);
 
         const printed = await runArgv(container, ['audit', 'export', '--workspace', workspaceId, '--since', '2024-03-01T00:20:00+00:00']);
         const lines = printed.trimEnd().split('\n').map((line) => JSON.parse(line));
-        expect(lines).toHaveLength(count - 1200);
-        expect(lines[0]).toMatchObject({ action: 'run.create', resourceId: 'r1200', at: '2024-03-01T00:20:00.000Z' });
-        expect(await runArgv(container, ['audit', 'export', '--workspace', await newWorkspace()])).toBe('');
+        const runLines = lines.filter((line) => line.action === 'run.create');
+        expect(runLines).toHaveLength(count - 1200);
+        expect(runLines[0]).toMatchObject({ action: 'run.create', resourceId: 'r1200', at: '2024-03-01T00:20:00.000Z' });
+        const fresh = await runArgv(container, ['audit', 'export', '--workspace', await newWorkspace()]);
+        expect(fresh.trimEnd().split('\n').map((line) => JSON.parse(line).action)).toEqual(['workspace.create']);
       });
 
       it('refuses a --since that is not a time', () => {

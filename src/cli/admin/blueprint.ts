@@ -17,6 +17,7 @@ import {
 } from '../../modules/diagrams/diagram.repository.js';
 import { CommandError } from '../errors.js';
 import { requireWorkspace, requiredFlag, writeJson, type AdminCommand } from './command.js';
+import { auditAdminChange } from './admin-audit.js';
 
 export interface BlueprintImportArgs {
   file: string;
@@ -41,12 +42,21 @@ async function readBlueprintFile(file: string): Promise<string> {
 
 /** Throws BlueprintError (with `.problems`) when the file is not a valid blueprint. */
 export async function blueprintImport(container: Container, args: BlueprintImportArgs): Promise<BlueprintImported> {
-  await requireWorkspace(container, args.workspaceId);
+  const workspace = await requireWorkspace(container, args.workspaceId);
   const text = await readBlueprintFile(args.file);
   const blueprint = validateBlueprint(parseBlueprintFile(text, basename(args.file)));
   const at = container.clock.now().toISOString();
   // One transaction: a new version row and the diagram's version number move together.
-  return container.db.transaction().execute((tx) => importBlueprint(tx, args.workspaceId, blueprint, at));
+  return container.db.transaction().execute(async (tx) => {
+    const imported = await importBlueprint(tx, args.workspaceId, blueprint, at);
+    await auditAdminChange(tx, workspace, container.config.environment, at, {
+      action: 'blueprint.import',
+      resourceType: 'blueprint',
+      resourceId: imported.id,
+      details: { name: imported.name, version: imported.version },
+    });
+    return imported;
+  });
 }
 
 /** The current version's blueprint, as it was imported. */

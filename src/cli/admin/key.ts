@@ -8,6 +8,7 @@ import { issueKey, listKeys, revokeKey, type IssuedKey } from '../../modules/ten
 import { SCOPES, isScope } from '../../auth/scopes.js';
 import { CommandError } from '../errors.js';
 import { checkName, optionalFlag, requireWorkspace, requiredFlag, writeJson, type AdminCommand } from './command.js';
+import { auditAdminChange } from './admin-audit.js';
 
 export interface KeyCreateArgs {
   workspaceId: string;
@@ -41,7 +42,17 @@ export async function keyCreate(container: Container, args: KeyCreateArgs): Prom
   const scopes = args.scopes === undefined ? [] : checkScopes(args.scopes);
   const workspace = await requireWorkspace(container, args.workspaceId);
   const at = container.clock.now().toISOString();
-  return issueKey(container.db, workspace, args.name, scopes, container.config.environment, at);
+  const environment = container.config.environment;
+  return container.db.transaction().execute(async (tx) => {
+    const issued = await issueKey(tx, workspace, args.name, scopes, environment, at);
+    await auditAdminChange(tx, workspace, environment, at, {
+      action: 'key.create',
+      resourceType: 'key',
+      resourceId: issued.keyId,
+      details: { name: args.name, scopes, environment },
+    });
+    return issued;
+  });
 }
 
 export interface KeyRevoked {
@@ -50,7 +61,22 @@ export interface KeyRevoked {
 }
 
 export async function keyRevoke(container: Container, args: { keyId: string }): Promise<KeyRevoked> {
-  const found = isUuid(args.keyId) && (await revokeKey(container.db, args.keyId, container.clock.now().toISOString()));
+  const at = container.clock.now().toISOString();
+  const found =
+    isUuid(args.keyId) &&
+    (await container.db.transaction().execute(async (tx) => {
+      const key = await tx.selectFrom('api_keys').select(['workspace_id', 'tenant_id', 'revoked_at']).where('id', '=', args.keyId).executeTakeFirst();
+      if (!key) return false;
+      // Revoking a revoked key changes nothing and records nothing.
+      if (key.revoked_at) return true;
+      await revokeKey(tx, args.keyId, at);
+      await auditAdminChange(tx, { id: key.workspace_id, tenant_id: key.tenant_id }, container.config.environment, at, {
+        action: 'key.revoke',
+        resourceType: 'key',
+        resourceId: args.keyId,
+      });
+      return true;
+    }));
   if (!found) throw new CommandError(`no key has the id "${args.keyId}"`);
   return { keyId: args.keyId, revoked: true };
 }

@@ -11,6 +11,7 @@ import { createSecretBox } from '../../lib/secret-box.js';
 import { rotateSecret } from '../../modules/webhooks/webhook-secrets.js';
 import { CommandError, UsageError } from '../errors.js';
 import { optionalFlag, writeJson, type AdminCommand } from './command.js';
+import { auditAdminChange } from './admin-audit.js';
 
 export const DEFAULT_OVERLAP = 'PT24H';
 
@@ -41,7 +42,15 @@ export async function webhookRotateSecret(container: Container, args: WebhookRot
   const box = createSecretBox(container.config.secretKey);
   try {
     if (!isUuid(args.webhookId)) throw new CommandError(`no webhook endpoint has the id "${args.webhookId}"`);
-    const secret = await rotateSecret(container.db, box, args.webhookId, args.overlapMs, now);
+    const secret = await rotateSecret(container.db, box, args.webhookId, args.overlapMs, now, async (tx, webhook) => {
+      const workspace = await tx.selectFrom('workspaces').select(['id', 'tenant_id']).where('id', '=', webhook.workspace_id).executeTakeFirstOrThrow();
+      await auditAdminChange(tx, workspace, container.config.environment, now.toISOString(), {
+        action: 'webhook.rotate_secret',
+        resourceType: 'webhook',
+        resourceId: webhook.id,
+        details: { overlapSeconds: Math.round(args.overlapMs / 1000) },
+      });
+    });
     return {
       webhookId: args.webhookId,
       secret,

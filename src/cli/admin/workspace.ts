@@ -3,6 +3,7 @@ import type { Container } from '../../container.js';
 import { createWorkspace, ensureTenant, findWorkspaceByName } from '../../modules/tenancy/tenancy.repository.js';
 import { CommandError } from '../errors.js';
 import { checkName, requiredFlag, writeJson, type AdminCommand } from './command.js';
+import { auditAdminChange } from './admin-audit.js';
 
 export interface WorkspaceCreateArgs {
   tenant: string;
@@ -24,6 +25,12 @@ export async function workspaceCreate(container: Container, args: WorkspaceCreat
       throw new CommandError(`tenant "${args.tenant}" already has a workspace named "${args.name}" (${existing.id})`);
     }
     const workspaceId = await createWorkspace(tx, tenantId, args.name, at);
+    await auditAdminChange(tx, { id: workspaceId, tenant_id: tenantId }, container.config.environment, at, {
+      action: 'workspace.create',
+      resourceType: 'workspace',
+      resourceId: workspaceId,
+      details: { tenant: args.tenant, name: args.name },
+    });
     return { tenantId, workspaceId };
   });
 }

@@ -81,7 +81,15 @@ export async function expireSecrets(db: DbOrTx, webhookId: string, at: string): 
  * Gives a live endpoint a new secret and returns it (shown once). The old secrets keep verifying
  * for `overlapMs` (0 = not at all), never longer than an expiry they already had. The URL stays.
  */
-export async function rotateSecret(db: Db, box: SecretBox, webhookId: string, overlapMs: number, now: Date): Promise<string> {
+export async function rotateSecret(
+  db: Db,
+  box: SecretBox,
+  webhookId: string,
+  overlapMs: number,
+  now: Date,
+  /** Runs in the rotation's transaction (the admin command audits there). */
+  onRotated?: (tx: DbOrTx, webhook: { id: string; workspace_id: string }) => Promise<void>,
+): Promise<string> {
   if (!Number.isFinite(overlapMs) || overlapMs < 0) throw invalidRequest('the overlap must be zero or more milliseconds');
   return db.transaction().execute(async (tx) => {
     const webhook = await findLiveWebhookById(tx, webhookId);
@@ -89,6 +97,7 @@ export async function rotateSecret(db: Db, box: SecretBox, webhookId: string, ov
     await expireSecrets(tx, webhookId, new Date(now.getTime() + overlapMs).toISOString());
     const secret = generateWebhookSecret();
     await insertSecret(tx, newSecretRow(box, webhookId, webhook.auth as WebhookAuth, secret, now));
+    await onRotated?.(tx, webhook);
     return secret;
   });
 }
