@@ -7,7 +7,6 @@ import { expect, it } from 'vitest';
 import { Migrator, sql } from 'kysely';
 import { describeEachStore, type TestEnv, type TestWorkspace } from '../helpers/test-env.js';
 import { changeTags, insertRecords, type RecordInput } from '../../src/modules/records/record.repository.js';
-import { matchingRecords } from '../../src/modules/search/search.repository.js';
 import { foldTagChanges } from '../../src/modules/search/tag-bitmap.repository.js';
 import type { SearchOrder, TagFilter } from '../../src/modules/search/search.schemas.js';
 import { migrations } from '../../src/storage/migrations/index.js';
@@ -52,6 +51,27 @@ function patients(next: () => number, from: number, count: number): RecordInput[
       tags: tagsFor(next, index),
     };
   });
+}
+
+/** The plain reading: records of the type, EXISTS / NOT EXISTS over record_tags per filter. */
+function matchingRecords(db: TestEnv['db'], workspaceId: string, criteria: { resourceType: 'Patient'; filters: TagFilter[] }) {
+  let select = db
+    .selectFrom('records')
+    .where('records.workspace_id', '=', workspaceId)
+    .where('records.resource_type', '=', criteria.resourceType);
+  for (const filter of criteria.filters) {
+    select = select.where((eb) => {
+      const tagged = eb.exists(
+        eb
+          .selectFrom('record_tags')
+          .select(eb.lit(1).as('one'))
+          .whereRef('record_tags.record_id', '=', 'records.id')
+          .where('record_tags.tag', '=', filter.tag),
+      );
+      return filter.op === 'with' ? tagged : eb.not(tagged);
+    });
+  }
+  return select;
 }
 
 async function oracleCount(env: TestEnv, ws: TestWorkspace, filters: TagFilter[]): Promise<number> {

@@ -8,7 +8,8 @@ import type { DbOrTx } from '../../storage/database.js';
 import type { Dialect } from '../../storage/connect.js';
 import { insertPlannedRuns, lockTriggers, subjectKey, subjectsWithLiveRuns } from '../events/planned-runs.repository.js';
 import { plannedRun, type PlanContext } from '../events/run-plan.js';
-import { matchingRecordIds, type SearchTrigger } from './search-trigger.repository.js';
+import type { SearchTrigger } from './search-trigger.repository.js';
+import { findMatches, recordIdsAt } from '../search/search.repository.js';
 
 /** Records read and planned per round: bounded memory for any cohort size. */
 const PAGE = 5000;
@@ -32,10 +33,12 @@ export async function planSearchRuns(
   const payloadJson = JSON.stringify({ queryId: trigger.query_id, tick: run.tick });
   const result: SearchRunsResult = { plannedRunIds: [], matched: 0, skipped: 0 };
 
-  for (let after: string | null = null; ; ) {
-    const page = await matchingRecordIds(db, trigger.workspace_id, trigger.query, after, PAGE);
-    if (page.length === 0) break;
-    after = page[page.length - 1];
+  // The very matches search answers (tag bitmaps), read in the tick's transaction, then their ids
+  // a page at a time in position order.
+  const matches = await findMatches(db, trigger.workspace_id, trigger.query);
+  const positions = [...matches.positions.positions()];
+  for (let from = 0; from < positions.length; from += PAGE) {
+    const page = await recordIdsAt(db, trigger.workspace_id, positions.slice(from, from + PAGE));
     result.matched += page.length;
     const live = onePerSubject ? await subjectsWithLiveRuns(db, [trigger.id], page) : new Set<string>();
     const rows = page
@@ -51,7 +54,6 @@ export async function planSearchRuns(
     result.skipped += page.length - rows.length;
     await insertPlannedRuns(db, rows);
     for (const row of rows) result.plannedRunIds.push(row.id);
-    if (page.length < PAGE) break;
   }
   return result;
 }

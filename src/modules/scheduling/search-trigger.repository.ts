@@ -1,13 +1,12 @@
 /**
  * SQL the scheduler and evaluations need: due search triggers, the compare-and-set that claims a
- * tick, a search trigger with everything its runs need, and the records its saved query matches.
+ * tick, and a search trigger with everything its runs need.
  */
 import type { DbOrTx } from '../../storage/database.js';
 import { parseJson } from '../../lib/json.js';
 import type { TagFilter } from '../search/search.schemas.js';
 import type { StoredSchedule } from '../triggers/trigger.repository.js';
 import type { TriggerForRuns } from '../events/run-plan.js';
-import { matchingRecords } from '../search/search.repository.js';
 
 export interface DueTrigger {
   id: string;
@@ -115,22 +114,4 @@ export async function loadTriggerForEvaluation(
         ? null
         : { resourceType: row.query_resource_type, filters: parseJson<TagFilter[]>(row.query_filters, []) },
   };
-}
-
-/**
- * One page of the records a saved query matches, by id after `afterId`, with the very filter
- * search uses (modules/search): records of the type in the workspace, each `with` tag present, each
- * `without` tag absent; a Pathway query matches the records of runs.
- */
-export async function matchingRecordIds(
-  db: DbOrTx,
-  workspaceId: string,
-  query: NonNullable<SearchTrigger['query']>,
-  afterId: string | null,
-  limit: number,
-): Promise<string[]> {
-  let select = matchingRecords(db, workspaceId, query).select('records.id');
-  if (afterId !== null) select = select.where('records.id', '>', afterId);
-  const rows = await select.orderBy('records.id').limit(limit).execute();
-  return rows.map((row) => row.id);
 }

@@ -11,8 +11,8 @@
  * - fetch: read exactly the matching records and let the store sort them (cheap when they are rare).
  * Both let the store compare the sort keys, so paging follows the store's collation either way.
  */
-import { sql, type ExpressionBuilder } from 'kysely';
-import type { Database, DbOrTx } from '../../storage/database.js';
+import { sql } from 'kysely';
+import type { DbOrTx } from '../../storage/database.js';
 import { dialectOfDb } from '../../storage/dialect.js';
 import { intersect, type TagBitmap } from './tag-bitmap.js';
 import { EVERY_RECORD, loadTagBitmaps } from './tag-bitmap.repository.js';
@@ -195,29 +195,15 @@ function seqIn(db: DbOrTx, seqs: number[]) {
     : sql<boolean>`records.seq in (select value from json_each(${JSON.stringify(seqs)}))`;
 }
 
-/**
- * The records of a type in a workspace that pass every tag filter, as SQL: for readers that want
- * the rows in id order in pages (search triggers), not a count.
- */
-export function matchingRecords(db: DbOrTx, workspaceId: string, criteria: RecordCriteria) {
-  let select = db
+/** The ids of the records at the given positions, in position order (search triggers page with it). */
+export async function recordIdsAt(db: DbOrTx, workspaceId: string, seqs: number[]): Promise<string[]> {
+  if (seqs.length === 0) return [];
+  const rows = await db
     .selectFrom('records')
+    .select('records.id')
     .where('records.workspace_id', '=', workspaceId)
-    .where('records.resource_type', '=', criteria.resourceType);
-  for (const filter of criteria.filters) {
-    select = select.where((eb) => tagCondition(eb, filter));
-  }
-  return select;
-}
-
-/** EXISTS (`with`) or NOT EXISTS (`without`) the tag on the record, by the record_tags key. */
-function tagCondition(eb: ExpressionBuilder<Database, 'records'>, filter: TagFilter) {
-  const tagged = eb.exists(
-    eb
-      .selectFrom('record_tags')
-      .select(eb.lit(1).as('one'))
-      .whereRef('record_tags.record_id', '=', 'records.id')
-      .where('record_tags.tag', '=', filter.tag),
-  );
-  return filter.op === 'with' ? tagged : eb.not(tagged);
+    .where(seqIn(db, seqs))
+    .orderBy('records.seq')
+    .execute();
+  return rows.map((row) => row.id);
 }
