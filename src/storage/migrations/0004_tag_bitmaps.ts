@@ -113,23 +113,37 @@ async function addSeqPostgres(db: Kysely<unknown>): Promise<void> {
   }
 }
 
+/**
+ * One logging trigger per table and event. `rows` selects the log rows, with `$row` for the
+ * changed row (SQLite: `new`/`old`; PostgreSQL: the transition table), `$rows` for where it comes
+ * from, and `$present` for 1 (insert) or 0 (delete).
+ */
+const RECORD_ROWS = `select $row.workspace_id, $row.resource_type, '*', $row.seq, $present from $rows`;
+const TAG_ROWS = `select $row.workspace_id, r.resource_type, $row.tag, r.seq, $present from $rows join records r on r.id = $row.record_id`;
+const LOGGED = [
+  { trigger: 'records_logged_in', table: 'records', event: 'insert', rows: RECORD_ROWS },
+  { trigger: 'records_logged_out', table: 'records', event: 'delete', rows: RECORD_ROWS },
+  { trigger: 'record_tags_logged_in', table: 'record_tags', event: 'insert', rows: TAG_ROWS },
+  { trigger: 'record_tags_logged_out', table: 'record_tags', event: 'delete', rows: TAG_ROWS },
+] as const;
+
+const LOG_INSERT = 'insert into record_tag_changes (workspace_id, resource_type, tag, seq, present)';
+
+function fill(rows: string, event: 'insert' | 'delete', from: string, row: string): string {
+  return rows
+    .replaceAll('$rows', from)
+    .replaceAll('$row', row)
+    .replaceAll('$present', event === 'insert' ? '1' : '0');
+}
+
+/** SQLite: row-level triggers; the changed row is `new` (insert) or `old` (delete). */
 async function createTriggersSqlite(db: Kysely<unknown>): Promise<void> {
-  await sql`create trigger records_logged_in after insert on records begin
-    insert into record_tag_changes (workspace_id, resource_type, tag, seq, present)
-    values (new.workspace_id, new.resource_type, '*', new.seq, 1);
-  end`.execute(db);
-  await sql`create trigger records_logged_out after delete on records begin
-    insert into record_tag_changes (workspace_id, resource_type, tag, seq, present)
-    values (old.workspace_id, old.resource_type, '*', old.seq, 0);
-  end`.execute(db);
-  await sql`create trigger record_tags_logged_in after insert on record_tags begin
-    insert into record_tag_changes (workspace_id, resource_type, tag, seq, present)
-    select new.workspace_id, r.resource_type, new.tag, r.seq, 1 from records r where r.id = new.record_id;
-  end`.execute(db);
-  await sql`create trigger record_tags_logged_out after delete on record_tags begin
-    insert into record_tag_changes (workspace_id, resource_type, tag, seq, present)
-    select old.workspace_id, r.resource_type, old.tag, r.seq, 0 from records r where r.id = old.record_id;
-  end`.execute(db);
+  for (const { trigger, table, event, rows } of LOGGED) {
+    const row = event === 'insert' ? 'new' : 'old';
+    // SQLite has no FROM-less join: the changed row is a one-row subquery.
+    const select = fill(rows, event, `(select 1) as changed`, row);
+    await sql.raw(`create trigger ${trigger} after ${event} on ${table} begin ${LOG_INSERT} ${select}; end`).execute(db);
+  }
 }
 
 /**
@@ -138,36 +152,11 @@ async function createTriggersSqlite(db: Kysely<unknown>): Promise<void> {
  * sibling CTEs of the same statement (the run creator's single-statement batch) are visible.
  */
 async function createTriggersPostgres(db: Kysely<unknown>): Promise<void> {
-  await sql`create function records_log_in() returns trigger language plpgsql as $$
-    begin
-      insert into record_tag_changes (workspace_id, resource_type, tag, seq, present)
-      select workspace_id, resource_type, '*', seq, 1 from added order by seq;
-      return null;
-    end $$`.execute(db);
-  await sql`create function records_log_out() returns trigger language plpgsql as $$
-    begin
-      insert into record_tag_changes (workspace_id, resource_type, tag, seq, present)
-      select workspace_id, resource_type, '*', seq, 0 from removed order by seq;
-      return null;
-    end $$`.execute(db);
-  await sql`create function record_tags_log_in() returns trigger language plpgsql as $$
-    begin
-      insert into record_tag_changes (workspace_id, resource_type, tag, seq, present)
-      select a.workspace_id, r.resource_type, a.tag, r.seq, 1 from added a join records r on r.id = a.record_id order by r.seq;
-      return null;
-    end $$`.execute(db);
-  await sql`create function record_tags_log_out() returns trigger language plpgsql as $$
-    begin
-      insert into record_tag_changes (workspace_id, resource_type, tag, seq, present)
-      select d.workspace_id, r.resource_type, d.tag, r.seq, 0 from removed d join records r on r.id = d.record_id order by r.seq;
-      return null;
-    end $$`.execute(db);
-  await sql`create trigger records_logged_in after insert on records
-    referencing new table as added for each statement execute function records_log_in()`.execute(db);
-  await sql`create trigger records_logged_out after delete on records
-    referencing old table as removed for each statement execute function records_log_out()`.execute(db);
-  await sql`create trigger record_tags_logged_in after insert on record_tags
-    referencing new table as added for each statement execute function record_tags_log_in()`.execute(db);
-  await sql`create trigger record_tags_logged_out after delete on record_tags
-    referencing old table as removed for each statement execute function record_tags_log_out()`.execute(db);
+  for (const { trigger, table, event, rows } of LOGGED) {
+    const select = fill(rows, event, 'changed', 'changed');
+    await sql.raw(`create function ${trigger}() returns trigger language plpgsql as $$
+      begin ${LOG_INSERT} ${select} order by seq; return null; end $$`).execute(db);
+    await sql.raw(`create trigger ${trigger} after ${event} on ${table}
+      referencing ${event === 'insert' ? 'new' : 'old'} table as changed for each statement execute function ${trigger}()`).execute(db);
+  }
 }
