@@ -8,6 +8,10 @@
  *   from the fire call, and from the fire's answer (the run stored), to the run's first step,
  *   whose write is the one that turns it running (ms resolution).
  * Runs are created before a throughput clock starts; the worker starts with the clock.
+ *
+ * For focused A/B runs: BENCH_ENGINE_STORES=sqlite|postgres picks the stores,
+ * BENCH_ENGINE_PG_PROCESSES=1 the PostgreSQL worker counts, and BENCH_ENGINE_LATENCY_RATE=300
+ * measures only the latencies, at that fixed rate (the defaults give the full report).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createInterface } from 'node:readline';
@@ -28,6 +32,12 @@ const SQLITE_RUNS = Number(process.env.BENCH_ENGINE_SQLITE_RUNS ?? 3000);
 const PG_RUNS = Number(process.env.BENCH_ENGINE_PG_RUNS ?? 3000);
 const LATENCY_SECONDS = Number(process.env.BENCH_ENGINE_LATENCY_S ?? 4);
 const BATCH = 20;
+/** Which stores to measure (comma-separated; both by default), for focused A/B runs. */
+const STORES = (process.env.BENCH_ENGINE_STORES ?? 'sqlite,postgres').split(',');
+/** Focused latency runs: fire at this rate instead of half the measured peak, and skip the throughput figures. */
+const LATENCY_RATE = Number(process.env.BENCH_ENGINE_LATENCY_RATE ?? 0);
+/** PostgreSQL worker process counts to measure (comma-separated; 1 and 3 by default). */
+const PG_PROCESSES = (process.env.BENCH_ENGINE_PG_PROCESSES ?? '1,3').split(',').map(Number);
 
 interface Seeded {
   ctx: RequestContext;
@@ -245,15 +255,27 @@ async function latencies(store: BenchStore, container: Container, seeded: Seeded
   return { fromFire: running.map((r) => r.running - r.at), fromStored: running.map((r) => Math.max(0, r.running - r.stored)) };
 }
 
+function reportLatencies(reporter: Reporter, measured: Latencies, rate: number, why: string): void {
+  const at = `at ${Math.round(rate)} fires/s (${why})`;
+  reporter.figure(`fire-to-running p50 ${at}`, percentile(measured.fromFire, 50), 'ms (target ≤ 5)');
+  reporter.figure(`fire-to-running p99 ${at}`, percentile(measured.fromFire, 99), 'ms (target ≤ 25)');
+  reporter.figure(`stored-to-running p50 (from the fire's answer) ${at}`, percentile(measured.fromStored, 50), 'ms');
+  reporter.figure(`stored-to-running p99 (from the fire's answer) ${at}`, percentile(measured.fromStored, 99), 'ms');
+}
+
 async function measureStore(reporter: Reporter, kind: 'sqlite' | 'postgres'): Promise<void> {
   const store = await benchStore(kind);
   const container = await store.open();
   const seeded = await seed(container);
   const runs = kind === 'sqlite' ? SQLITE_RUNS : PG_RUNS;
   try {
-    for (const processes of kind === 'sqlite' ? [1] : [1, 3]) {
+    for (const processes of kind === 'sqlite' ? [1] : PG_PROCESSES) {
       const label = kind === 'sqlite' ? 'SQLite, one process' : `PostgreSQL, ${processes} worker process${processes > 1 ? 'es' : ''}`;
       reporter.section(`Engine: ${label}`);
+      if (LATENCY_RATE > 0) {
+        reportLatencies(reporter, await latencies(store, container, seeded, LATENCY_RATE, processes), LATENCY_RATE, 'set by BENCH_ENGINE_LATENCY_RATE');
+        continue;
+      }
       // The baseline is measured before and after the engine and averaged: on a shared machine
       // the load drifts, and the ratio should not ride on one side of the drift.
       const rawBefore = await rawRate(store, container, runs, processes);
@@ -270,12 +292,7 @@ async function measureStore(reporter: Reporter, kind: 'sqlite' | 'postgres'): Pr
       const peak = await sustainedPeak(store, container, seeded, runs, processes);
       reporter.figure('sustained peak, firing and running one-node runs together', peak, 'runs/s');
       const rate = peak / 2;
-      const measured = await latencies(store, container, seeded, rate, processes);
-      const at = `at ${Math.round(rate)} fires/s (half of the sustained peak)`;
-      reporter.figure(`fire-to-running p50 ${at}`, percentile(measured.fromFire, 50), 'ms (target ≤ 5)');
-      reporter.figure(`fire-to-running p99 ${at}`, percentile(measured.fromFire, 99), 'ms (target ≤ 25)');
-      reporter.figure(`stored-to-running p50 (from the fire's answer) ${at}`, percentile(measured.fromStored, 50), 'ms');
-      reporter.figure(`stored-to-running p99 (from the fire's answer) ${at}`, percentile(measured.fromStored, 99), 'ms');
+      reportLatencies(reporter, await latencies(store, container, seeded, rate, processes), rate, 'half of the sustained peak');
     }
   } finally {
     await container.close();
@@ -289,8 +306,8 @@ const suite: BenchSuite = async (reporter) => {
   reporter.note('raw loop: the same claim statement and batch on a bare job table, one fenced UPDATE per job, in as many processes as the engine');
   reporter.note('sustained peak: runs fired as fast as the fire path takes them (200 in flight) while the workers run them');
   reporter.note(`latency: fires spread evenly over ${LATENCY_SECONDS} s at half the sustained peak; to the run's first step (the running transition carries its time; ms resolution)`);
-  await measureStore(reporter, 'sqlite');
-  await measureStore(reporter, 'postgres');
+  if (STORES.includes('sqlite')) await measureStore(reporter, 'sqlite');
+  if (STORES.includes('postgres')) await measureStore(reporter, 'postgres');
 };
 
 export default suite;

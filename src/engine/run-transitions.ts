@@ -1,6 +1,7 @@
 import type { DbOrTx } from '../storage/database.js';
 import type { RunStatus } from './run-status.js';
 import type { Lease } from './sql/lease.js';
+import { memoText, placeholders, runSql } from './sql/prepared.js';
 
 /**
  * The one write that changes a run's status. It is guarded by the status the caller read
@@ -44,20 +45,27 @@ export async function setRunStatus(
 /**
  * The Pathway records of these runs trade their `from` status tag for `to`: the second half of
  * every status change (the engine's batched writes call it after their own guarded UPDATE).
+ * Three statements whatever the number of runs; their texts are made once per count
+ * (sql/prepared.ts), as this runs for every batch a worker commits.
  */
 export async function swapStatusTags(db: DbOrTx, runIds: string[], from: RunStatus, to: RunStatus, at: string): Promise<void> {
-  await db.deleteFrom('record_tags').where('record_id', 'in', runIds).where('tag', '=', from).execute();
+  const n = runIds.length;
+  if (n === 0) return;
+  const texts = memoText(swapTexts, n, () => swapStatements(n));
+  await runSql(db, texts[0], [...runIds, from]);
   // The tag row takes its workspace from the record itself: one statement, no read first.
-  await db
-    .insertInto('record_tags')
-    .columns(['record_id', 'workspace_id', 'tag'])
-    .expression((eb) =>
-      eb
-        .selectFrom('records')
-        .select(['records.id', 'records.workspace_id', eb.val(to).as('tag')])
-        .where('records.id', 'in', runIds),
-    )
-    .onConflict((oc) => oc.columns(['record_id', 'tag']).doNothing())
-    .execute();
-  await db.updateTable('records').set({ updated_at: at }).where('id', 'in', runIds).execute();
+  await runSql(db, texts[1], [to, ...runIds]);
+  await runSql(db, texts[2], [at, ...runIds]);
+}
+
+const swapTexts = new Map<number, string[]>();
+
+/** The three statements of a swap of `n` runs' tags. */
+function swapStatements(n: number): string[] {
+  const ids = placeholders(n);
+  return [
+    `delete from record_tags where record_id in ${ids} and tag = ?`,
+    `insert into record_tags (record_id, workspace_id, tag) select records.id, records.workspace_id, ? from records where records.id in ${ids} on conflict (record_id, tag) do nothing`,
+    `update records set updated_at = ? where id in ${ids}`,
+  ];
 }

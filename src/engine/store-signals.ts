@@ -4,6 +4,11 @@
  * workers in the others without waiting for their next poll. Polling stays the safety net:
  * a notification is only a hint, and a lost one costs at most a poll interval.
  *
+ * Each process keeps one connection of its own for this, outside the pool: it LISTENs (worker
+ * processes) and sends the process's NOTIFYs. Sent through the pool, a NOTIFY waited for a free
+ * connection behind the very transactions that created the runs, under load tens of
+ * milliseconds of every run's fire-to-running time (docs/decisions.md).
+ *
  * SQLite has one process by rule, so there this does nothing.
  */
 import pg from 'pg';
@@ -17,60 +22,87 @@ export interface StoreSignals {
 }
 
 /**
- * Forwards this process's `runs` signals to the store (one NOTIFY per turn of the event loop),
- * and, with `onRemoteWake`, listens for other processes' notifications. Local echoes of our own
- * notifications only cost one extra claim attempt.
+ * Forwards this process's `runs` signals to the store, and, with `onRemoteWake`, listens for
+ * other processes' notifications. Local echoes of our own notifications only cost one extra
+ * claim attempt.
  */
 export async function startStoreSignals(container: Container, onRemoteWake?: () => void): Promise<StoreSignals> {
   if (container.store.dialect !== 'postgres') return { close: async () => {} };
-  let pending = false;
-  const forward = () => {
-    if (pending) return;
-    pending = true;
-    setImmediate(() => {
-      pending = false;
-      sql`select pg_notify(${RUNS_CHANNEL}, '')`.execute(container.db).catch((error: Error) =>
-        container.logger.warn({ err: { message: error.message } }, 'could not notify other processes of new runs'),
-      );
-    });
-  };
-  const unsubscribe = container.signals.on('runs', forward);
-  const listener = onRemoteWake ? await listen(container, onRemoteWake) : null;
+  const connection = new SignalConnection(container, onRemoteWake);
+  await connection.open();
+  const unsubscribe = container.signals.on('runs', () => connection.notify());
   return {
     async close() {
       unsubscribe();
-      await listener?.close();
+      await connection.close();
     },
   };
 }
 
-/** A dedicated connection that LISTENs, reconnecting after a loss (with a pause). */
-async function listen(container: Container, onWake: () => void): Promise<{ close(): Promise<void> }> {
-  let closed = false;
-  let client: pg.Client | null = null;
-  let retry: NodeJS.Timeout | null = null;
-  const connect = async () => {
-    const next = new pg.Client({ connectionString: container.config.databaseUrl });
-    next.on('notification', () => onWake());
+/** The process's own connection for LISTEN and NOTIFY, reconnecting after a loss (with a pause). */
+class SignalConnection {
+  private client: pg.Client | null = null;
+  private closed = false;
+  private retry: NodeJS.Timeout | null = null;
+  /** A NOTIFY is on its way; signals meanwhile are folded into one more after it. */
+  private sending = false;
+  private again = false;
+
+  constructor(
+    private readonly container: Container,
+    private readonly onWake?: () => void,
+  ) {}
+
+  async open(): Promise<void> {
+    const next = new pg.Client({ connectionString: this.container.config.databaseUrl });
+    if (this.onWake) next.on('notification', () => this.onWake?.());
     next.on('error', () => {
-      if (closed) return;
-      client = null;
+      if (this.closed) return;
+      if (this.client === next) this.client = null;
       next.end().catch(() => undefined);
-      retry = setTimeout(() => void connect().catch(() => undefined), 1_000);
+      this.retry = setTimeout(() => void this.open().catch(() => undefined), 1_000);
     });
     await next.connect();
-    await next.query(`listen ${RUNS_CHANNEL}`);
-    if (closed) await next.end();
-    else client = next;
+    if (this.onWake) await next.query(`listen ${RUNS_CHANNEL}`);
+    if (this.closed) {
+      await next.end();
+      return;
+    }
+    this.client = next;
     // Runs may have been created while we were not listening.
-    onWake();
-  };
-  await connect();
-  return {
-    async close() {
-      closed = true;
-      if (retry) clearTimeout(retry);
-      await client?.end().catch(() => undefined);
-    },
-  };
+    this.onWake?.();
+  }
+
+  /**
+   * One NOTIFY at a time: the first signal goes out at once, the ones that come while it is on
+   * its way share the next. Without the connection (reconnecting) the pool sends it.
+   */
+  notify(): void {
+    if (this.sending) {
+      this.again = true;
+      return;
+    }
+    this.sending = true;
+    const client = this.client;
+    const sent = client
+      ? client.query('select pg_notify($1, $2)', [RUNS_CHANNEL, ''])
+      : sql`select pg_notify(${RUNS_CHANNEL}, '')`.execute(this.container.db);
+    sent
+      .catch((error: Error) => {
+        if (!this.closed) this.container.logger.warn({ err: { message: error.message } }, 'could not notify other processes of new runs');
+      })
+      .finally(() => {
+        this.sending = false;
+        if (this.again && !this.closed) {
+          this.again = false;
+          this.notify();
+        }
+      });
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    if (this.retry) clearTimeout(this.retry);
+    await this.client?.end().catch(() => undefined);
+  }
 }

@@ -4,8 +4,8 @@
  *
  * It polls (every `pollMs`, with ±50% jitter so workers spread out) and is woken early by
  * `signals.on('runs')` (a run created or resumed in this process) or by `wake()` (another
- * process's notification). After a full batch it claims again at once; when a whole batch no
- * longer fits its slots it waits until one does.
+ * process's notification). After a full claim it claims again at once; with fewer than half a
+ * batch of free slots it waits until an execution ends and leaves that much room.
  *
  * Tests and benchmarks drive it without the loop: `runOnce()` claims one batch and executes it
  * to the end, `drain()` repeats until nothing is due.
@@ -62,8 +62,10 @@ export class RunWorker {
   private readonly claimConcurrency: number;
   private loop: Promise<void> | null = null;
   private stopping = false;
-  /** Claims in flight: each reserves a batch of slots. */
-  private claiming = 0;
+  /** Slots promised to the claims in flight (each reserves as many as it may claim). */
+  private reserved = 0;
+  /** A claim loop found no room and waits for an execution to end. */
+  private roomWanted = false;
   private wakePending = false;
   private readonly wakeNaps = new Set<() => void>();
   private unsubscribe: (() => void) | null = null;
@@ -132,26 +134,45 @@ export class RunWorker {
   private async claimLoop(): Promise<void> {
     while (!this.stopping) {
       let claimed = 0;
-      // Claim in whole batches: a claim is one statement whatever its size.
-      if (this.hasRoomForBatch()) {
-        this.claiming++;
+      const limit = this.claimSize();
+      if (limit > 0) {
+        this.reserved += limit;
         try {
-          claimed = (await this.claimAndStart(this.batchSize)).length;
+          claimed = (await this.claimAndStart(limit)).length;
         } catch (error) {
           this.services.logger.error({ err: { message: (error as Error).message }, workerId: this.id }, 'claiming runs failed');
         } finally {
-          this.claiming--;
+          this.reserved -= limit;
+          // A claim that took fewer runs than it reserved leaves room for the other loop.
+          this.wakeIfRoom();
         }
       }
-      // A full batch means more may be due: claim again at once while a whole batch fits.
-      if (claimed === this.batchSize && this.hasRoomForBatch()) continue;
+      const room = this.claimSize() > 0;
+      // A full claim means more may be due: claim again at once while there is room.
+      if (limit > 0 && claimed === limit && room) continue;
+      // Without room, the next execution that leaves room wakes the loop.
+      if (!room) this.roomWanted = true;
       await this.nap(this.jitteredPoll());
     }
   }
 
-  private hasRoomForBatch(): boolean {
-    const busy = this.executing.size + this.claiming * this.batchSize;
-    return busy === 0 || this.concurrency - busy >= this.batchSize;
+  /**
+   * How many runs to claim now: what the free slots take, up to a batch, but never fewer than
+   * half a batch (a claim is one statement whatever its size: claiming each slot as it frees
+   * wasted most of the claim's cost). Slots promised to claims in flight count as taken.
+   */
+  private claimSize(): number {
+    const free = this.concurrency - this.executing.size - this.reserved;
+    if (free === this.concurrency) return this.batchSize;
+    return free >= Math.ceil(this.batchSize / 2) ? Math.min(this.batchSize, free) : 0;
+  }
+
+  /** Room again after the slots were full: a loop waiting for it may claim. */
+  private wakeIfRoom(): void {
+    if (this.roomWanted && this.claimSize() > 0) {
+      this.roomWanted = false;
+      this.wake();
+    }
   }
 
   private nap(ms: number): Promise<void> {
@@ -206,8 +227,7 @@ export class RunWorker {
     this.executing.add(execution);
     void execution.finally(() => {
       this.executing.delete(execution);
-      // Room for a whole batch again (after the slots were full): the loop may claim.
-      if (this.concurrency - this.executing.size === this.batchSize) this.wake();
+      this.wakeIfRoom();
     });
     return execution;
   }

@@ -7,9 +7,9 @@
  * skipping the rows another is claiming; no run goes to two. SQLite: one statement on one
  * connection is atomic already.
  */
-import { sql } from 'kysely';
 import type { DbOrTx } from '../../storage/database.js';
 import type { Dialect } from '../../storage/connect.js';
+import { runSql } from './prepared.js';
 
 export interface ClaimedRunRow {
   id: string;
@@ -30,35 +30,20 @@ export async function claimRuns(
   dialect: Dialect,
   claim: { owner: string; now: string; leaseUntil: string; limit: number },
 ): Promise<ClaimedRunRow[]> {
-  let due = db
-    .selectFrom('runs')
-    .select('id')
-    // Literal statuses, so the planner matches the partial index runs_claimable.
-    .where(sql<boolean>`automation_status in ('scheduled', 'running')`)
-    .where('available_at', '<=', claim.now)
-    .orderBy('available_at')
-    .limit(claim.limit);
-  if (dialect === 'postgres') due = due.forUpdate().skipLocked();
-  return db
-    .updateTable('runs')
-    .set((eb) => ({
-      lease_owner: claim.owner,
-      lease_fence: eb('lease_fence', '+', 1),
-      available_at: claim.leaseUntil,
-    }))
-    .where('id', 'in', due)
-    .returning([
-      'id',
-      'workspace_id',
-      'trigger_id',
-      'automation_status',
-      'lease_fence',
-      'wake_seq',
-      'payload',
-      'subject_record_id',
-      'source_id',
-      'source_version',
-      'engine_state',
-    ])
-    .execute();
+  const text = dialect === 'postgres' ? CLAIM_POSTGRES : CLAIM_SQLITE;
+  const result = await runSql<ClaimedRunRow>(db, text, [claim.owner, claim.leaseUntil, claim.now, claim.limit]);
+  return result.rows;
 }
+
+// Written once (sql/prepared.ts): this runs for every batch. Literal statuses, so the planner
+// matches the partial index runs_claimable.
+const claimText = (lock: string) => `update runs set lease_owner = ?, lease_fence = lease_fence + 1, available_at = ?
+  where id in (
+    select id from runs
+    where automation_status in ('scheduled', 'running') and available_at <= ?
+    order by available_at
+    limit ?${lock}
+  )
+  returning id, workspace_id, trigger_id, automation_status, lease_fence, wake_seq, payload, subject_record_id, source_id, source_version, engine_state`;
+const CLAIM_SQLITE = claimText('');
+const CLAIM_POSTGRES = claimText(' for update skip locked');

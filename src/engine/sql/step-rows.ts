@@ -4,10 +4,26 @@
  * fenced write on the run, so a worker without its lease never gets this far.
  */
 import type { DbOrTx, RunStepTable } from '../../storage/database.js';
+import { memoText, placeholders, repeatRows, runSql } from './prepared.js';
 
-/** Step rows of several runs, one statement. */
+/** Step rows of several runs, one statement (its text made once per row count: prepared.ts). */
 export async function insertSteps(db: DbOrTx, rows: RunStepTable[]): Promise<void> {
-  if (rows.length > 0) await db.insertInto('run_steps').values(rows).execute();
+  if (rows.length === 0) return;
+  const params: unknown[] = [];
+  for (const row of rows) {
+    params.push(row.id, row.run_id, row.node_id, row.automation_id, row.automation_type, row.attempt, row.started_at);
+    params.push(row.finished_at, row.outcome, row.output, row.error);
+  }
+  await runSql(db, memoText(insertTexts, rows.length, () => insertText(rows.length)), params);
+}
+
+const insertTexts = new Map<number, string>();
+
+function insertText(rows: number): string {
+  return (
+    'insert into run_steps (id, run_id, node_id, automation_id, automation_type, attempt, started_at, finished_at, outcome, output, error) ' +
+    `values ${repeatRows(placeholders(11), rows)}`
+  );
 }
 
 export async function finishStepRow(
