@@ -1,8 +1,8 @@
 /**
  * Creates runs with group commit. Every way a run starts (a fired web trigger, an event, a
  * schedule tick, a start_pathway automation) hands a prepared run to `create`; runs that arrive
- * while a commit is in progress are written together in the next transaction, with one
- * multi-row INSERT per table.
+ * while a commit is in progress are written together in the next transaction (SQLite:
+ * run-creation/batch-writer-sqlite.ts; PostgreSQL: one statement, batch-writer-postgres.ts).
  *
  * Why: one transaction per fired trigger spends most of its time on per-statement and
  * per-commit overhead. Batching measured 2–4× more fires per second on both stores
@@ -15,7 +15,7 @@
 import type { Db } from '../storage/database.js';
 import type { RequestContext } from '../auth/context.js';
 import type { RunStatus } from './run-status.js';
-import { writeBatchWithKysely } from './run-creation/batch-writer.js';
+import { sqliteBatchWriter } from './run-creation/batch-writer-sqlite.js';
 import { writeBatchOnPostgres } from './run-creation/batch-writer-postgres.js';
 import type { WorkSignals } from '../lib/work-signals.js';
 
@@ -70,10 +70,13 @@ export class RunCreator {
   ) {
     this.maxBatch = options.maxBatch ?? 200;
     this.concurrency = options.concurrency ?? 1;
-    this.write =
-      options.dialect === 'postgres'
-        ? (runs) => writeBatchOnPostgres(this.db, runs)
-        : (runs) => this.db.transaction().execute((tx) => writeBatchWithKysely(tx, runs));
+    if (options.dialect === 'postgres') {
+      this.write = (runs) => writeBatchOnPostgres(this.db, runs);
+    } else {
+      const sqlite = sqliteBatchWriter(this.db);
+      if (!sqlite) throw new Error('RunCreator needs a SQLite store opened by storage/connect.ts');
+      this.write = sqlite;
+    }
   }
 
   private readonly write: (runs: PreparedRun[]) => Promise<CreateOutcome[]>;

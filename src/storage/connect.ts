@@ -5,6 +5,7 @@ import { dirname } from 'node:path';
 import pg from 'pg';
 import type { Database, Db } from './database.js';
 import { withStatementCache } from './sqlite-statement-cache.js';
+import { FALLBACK_AUTOCHECKPOINT_PAGES, startCheckpointer } from './sqlite-checkpointer.js';
 
 export type Dialect = 'sqlite' | 'postgres';
 
@@ -24,6 +25,28 @@ export interface StoreOptions {
 // COUNT(*) and BIGINT come back from pg as strings (they may exceed 2^53). Every bigint this
 // service stores (counts, milliseconds) fits in a double, so read them as numbers.
 pg.types.setTypeParser(20, (text) => Number(text));
+
+/**
+ * The driver objects behind a store's Kysely handle, for the few hot statements that are written
+ * once as SQL and run without the query builder (the fire path's run creation,
+ * engine/run-creation/). Kysely stays the way everything else talks to the store.
+ */
+const sqliteConnections = new WeakMap<Db, BetterSqlite3.Database>();
+const postgresPools = new WeakMap<Db, pg.Pool>();
+
+/**
+ * The SQLite connection of `db`. Use it only inside `db.connection().execute(…)` (which holds
+ * Kysely's lock on the single connection) and synchronously, so no Kysely transaction of
+ * another caller can be open around the statements.
+ */
+export function sqliteConnectionOf(db: Db): BetterSqlite3.Database | undefined {
+  return sqliteConnections.get(db);
+}
+
+/** The PostgreSQL pool of `db` (for named, server-side prepared statements). */
+export function postgresPoolOf(db: Db): pg.Pool | undefined {
+  return postgresPools.get(db);
+}
 
 export function dialectOf(databaseUrl: string): Dialect {
   return databaseUrl.startsWith('sqlite:') ? 'sqlite' : 'postgres';
@@ -45,7 +68,20 @@ function openSqlite(path: string): Store {
   connection.pragma('synchronous = NORMAL');
   connection.pragma('busy_timeout = 5000');
   const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: withStatementCache(connection) }) });
-  return { db, dialect: 'sqlite', close: () => db.destroy() };
+  sqliteConnections.set(db, connection);
+  if (file === ':memory:') return { db, dialect: 'sqlite', close: () => db.destroy() };
+  // Checkpoints run on their own thread (sqlite-checkpointer.ts); this connection checkpoints
+  // only if the WAL grows well past SQLite's default, should that thread fall behind.
+  connection.pragma(`wal_autocheckpoint = ${FALLBACK_AUTOCHECKPOINT_PAGES}`);
+  const checkpointer = startCheckpointer(file);
+  return {
+    db,
+    dialect: 'sqlite',
+    close: async () => {
+      await checkpointer.stop();
+      await db.destroy();
+    },
+  };
 }
 
 function openPostgres(databaseUrl: string, options: StoreOptions): Store {
@@ -57,5 +93,6 @@ function openPostgres(databaseUrl: string, options: StoreOptions): Store {
   // An idle client that loses its server must not crash the process; the next query reconnects.
   pool.on('error', () => undefined);
   const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
+  postgresPools.set(db, pool);
   return { db, dialect: 'postgres', close: () => db.destroy() };
 }

@@ -56,6 +56,49 @@ describeEachStore('firing a web trigger', (env) => {
     expect(audit.json().data).toHaveLength(1);
   });
 
+  it('writes a batch of concurrent fires with and without keys: one run and one audit event each', async () => {
+    const ws = await env.workspace();
+    const { trigger } = await webTrigger(ws);
+    const url = `/v1/triggers/${trigger.triggerId}`;
+    const earlier = await ws.call('POST', url, { body: { payload: { n: -1 } }, headers: { 'idempotency-key': 'taken' } });
+    expect(earlier.statusCode).toBe(201);
+    // Sent together, these land in the same group commit: fresh keys, no keys, a key used twice
+    // in the batch, a replay of an earlier key and a clash with it.
+    const bodies = [
+      ...Array.from({ length: 10 }, (_, n) => ({ body: { payload: { n } }, headers: { 'idempotency-key': `fresh-${n}` } })),
+      ...Array.from({ length: 10 }, (_, n) => ({ body: { payload: { n } } })),
+      { body: { payload: { twice: true }, idempotencyKey: 'twice' } },
+      { body: { payload: { twice: true }, idempotencyKey: 'twice' } },
+      { body: { payload: { n: -1 } }, headers: { 'idempotency-key': 'taken' } },
+      { body: { payload: { n: -2 } }, headers: { 'idempotency-key': 'taken' } },
+    ];
+    const answers = await Promise.all(bodies.map((options) => ws.call('POST', url, options)));
+    const statuses = answers.map((a) => a.statusCode);
+    expect(statuses.slice(0, 20)).toEqual(Array(20).fill(201));
+    expect(statuses.slice(20, 22).sort()).toEqual([200, 201]);
+    expect(answers[20].json().runId).toBe(answers[21].json().runId);
+    expect(statuses[22]).toBe(200);
+    expect(answers[22].json().runId).toBe(earlier.json().runId);
+    expect(statuses[23]).toBe(409);
+
+    const created = [earlier, ...answers.slice(0, 21)].map((a) => a.json());
+    expect(new Set(created.map((run) => run.runId)).size).toBe(22);
+    for (const run of created.slice(1, 11)) expect(run.idempotencyKey).toMatch(/^fresh-/);
+    for (const run of created.slice(11, 21)) expect(run.idempotencyKey).toBeNull();
+    const audit = await ws.call('GET', '/v1/audit-events?action=run.create&limit=100');
+    expect(audit.json().data.map((event: { resourceId: string }) => event.resourceId).sort()).toEqual(
+      created.map((run) => run.runId).sort(),
+    );
+    const listed = await ws.call('GET', `/v1/runs?limit=100`);
+    expect(listed.json().data).toHaveLength(22);
+    // Each run's Pathway search record and status tag were written in the same batch.
+    const search = await ws.call('POST', '/v1/search', {
+      body: { resourceType: 'Pathway', filters: [{ op: 'with', tag: 'scheduled' }], limit: 50 },
+    });
+    expect(search.statusCode, search.body).toBe(200);
+    expect(search.json().total).toBe(22);
+  });
+
   it('refuses search and event triggers with trigger_not_web', async () => {
     const ws = await env.workspace();
     const blueprint = await ws.importBlueprint(simpleBlueprint());
