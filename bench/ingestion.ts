@@ -36,6 +36,8 @@ import { recordFromResource, subjectReferenceOf } from '../src/ingestion/records
 import { DeliveryProcessor } from '../src/modules/deliveries/delivery-processor.js';
 import { SYNTHEA_FIXTURES } from '../test/helpers/shared-files.js';
 import { processorDependencies } from '../src/modules/deliveries/delivery-processor.service.js';
+import { foldTagChanges } from '../src/modules/search/tag-bitmap.repository.js';
+import { dialectOfDb } from '../src/storage/dialect.js';
 
 const SYNTHEA = SYNTHEA_FIXTURES;
 const SENDERS = 4;
@@ -317,6 +319,22 @@ async function buildRecords(store: BenchStore, container: Container, workspaceId
   await sql`analyze record_tags`.execute(db);
 }
 
+/**
+ * What the background folder of `carepath serve` does (modules/search), run to the end: a store
+ * loaded in bulk with SQL has its whole tag history in the change log until it is folded.
+ */
+async function foldLog(reporter: Reporter, container: Container, label: string): Promise<void> {
+  const started = performance.now();
+  let folded = 0;
+  for (let n = await foldTagChanges(container.db); n > 0; n = await foldTagChanges(container.db)) folded += n;
+  const seconds = (performance.now() - started) / 1000;
+  reporter.figure(label, seconds, 's');
+  reporter.figure(`${label}, changes/s`, folded / seconds, '/s');
+  // After a bulk load, what autovacuum does within a minute: drop the folded log's dead rows and
+  // mark the pages all-visible (so walking an order index is an index-only scan).
+  if (dialectOfDb(container.db) === 'postgres') await sql`vacuum analyze`.execute(container.db);
+}
+
 /** Up to `calls` sequential calls after a warm-up, stopping early after `budgetMs` (slow queries). */
 async function timeCalls(
   app: Api,
@@ -360,12 +378,17 @@ async function searchSuite(reporter: Reporter): Promise<void> {
   reporter.section(`Search over ${SEARCH_RECORDS.toLocaleString('en-US')} records in a workspace${SEARCH_5M ? ' and 5,000,000 across workspaces' : ''} (HTTP via app.inject, sequential)`);
   for (const kind of stores('BENCH_SEARCH_STORES')) {
     const store = await benchStore(kind);
-    const container = await store.open();
+    // Sequential searches now answer faster than the default per-key rate limit allows.
+    const container = await createContainer(
+      loadConfig({ ...store.env, CAREPATH_RATE_LIMIT: '1000000/1s' }),
+      { logger: createLogger('error'), storeOptions: store.schema ? { schema: store.schema } : {} },
+    );
     const app = await buildApp(container);
     const { workspaceId, key } = await seedWorkspace(container, 'search-1');
     let started = performance.now();
     await buildRecords(store, container, workspaceId, 1, SEARCH_RECORDS);
     reporter.figure(`${kind}: build ${SEARCH_RECORDS.toLocaleString('en-US')} records with tags`, (performance.now() - started) / 1000, 's');
+    await foldLog(reporter, container, `${kind}: fold the tag change log of ${SEARCH_RECORDS.toLocaleString('en-US')} records into bitmaps`);
     await measureSearch(reporter, app, key, `${kind}, ${SEARCH_RECORDS.toLocaleString('en-US')} in the workspace`);
     if (SEARCH_5M) {
       started = performance.now();
@@ -374,6 +397,7 @@ async function searchSuite(reporter: Reporter): Promise<void> {
         await buildRecords(store, container, other.workspaceId, w, 1_000_000);
       }
       reporter.figure(`${kind}: build 4 more workspaces of 1,000,000`, (performance.now() - started) / 1000, 's');
+      await foldLog(reporter, container, `${kind}: fold the tag change log of 4,000,000 more records into bitmaps`);
       await measureSearch(reporter, app, key, `${kind}, ${(SEARCH_RECORDS + 4_000_000).toLocaleString('en-US')} across 5 workspaces`);
     }
     await app.close();
@@ -382,12 +406,15 @@ async function searchSuite(reporter: Reporter): Promise<void> {
   }
 }
 
+/** `npm run bench -- ingestion`; search is its own suite (`npm run bench -- search`, bench/run.ts). */
 const suite: BenchSuite = async (reporter) => {
   await ingestionSuite(reporter);
-  await searchSuite(reporter);
 };
 
 export default suite;
+export const searchBench: BenchSuite = async (reporter) => {
+  await searchSuite(reporter);
+};
 
 // For profiling scripts only.
-export const __test = { ingest, makeBundles };
+export const __test = { ingest, rawInsert, makeBundles };

@@ -13,6 +13,7 @@ import {
   type Endpoint,
 } from '../helpers/deliveries.js';
 import { signPayload } from '../../src/ingestion/signature.js';
+import { parsedHandoffFor } from '../../src/modules/deliveries/parsed-handoff.js';
 
 const patient = (id: string, extra: Record<string, unknown> = {}) => ({
   resourceType: 'Patient',
@@ -174,6 +175,40 @@ describeEachStore('webhook deliveries', (env) => {
     const reader = await own.keyWith(['webhooks:read']);
     expect((await own.call('GET', `/v1/webhooks/${feed.webhookId}/deliveries`, { key: reader.key })).statusCode).toBe(200);
     expect((await own.call('GET', `/v1/webhooks/${feed.webhookId}/deliveries?cursor=nope`)).statusCode).toBe(400);
+  });
+
+  it('processes from the parse handed over in memory when a processor runs here, else from the stored bytes, alike', async () => {
+    const own = await env.workspace();
+    const feed = await createEndpoint(own);
+    const handoff = parsedHandoffFor(env.container.db);
+    // What a running processor does in `carepath serve`: the intake then keeps its parses.
+    handoff.attach();
+    try {
+      const body = (id: string) => ({
+        resourceType: 'Bundle',
+        type: 'collection',
+        entry: [{ resource: patient(id, { meta: { tag: [{ code: 'VIP' }] } }) }, { resource: { resourceType: 'Patient' } }, 'not an entry'],
+      });
+      expect((await deliver(env, feed, body('h1'), { key: 'handed-1' })).statusCode).toBe(202);
+      expect((await deliver(env, feed, body('h2'), { key: 'handed-2' })).statusCode).toBe(202);
+      const rows = await env.db.selectFrom('deliveries').select(['id', 'idempotency_key']).where('webhook_id', '=', feed.webhookId).orderBy('id').execute();
+      expect(rows.map((row) => handoff.has(row.id))).toEqual([true, true]);
+      // The second one's parse is gone (as when it was evicted): it is read from the store.
+      handoff.take(rows[1].id);
+
+      await processorFor(env).drain();
+      expect(rows.map((row) => handoff.has(row.id))).toEqual([false, false]);
+      const listed = (await own.call('GET', `/v1/webhooks/${feed.webhookId}/deliveries`)).json().data;
+      for (const delivery of listed) {
+        expect(delivery).toMatchObject({ status: 'processed', accepted: 1, skippedCount: 2, events: [{ event: 'Patient.created', count: 1 }] });
+        expect(delivery.skipped.map((problem: { index: number }) => problem.index)).toEqual([1, 2]);
+      }
+      expect((await search(own, 'Patient', [{ op: 'with', tag: 'vip' }])).results.map((hit) => hit.extId).sort()).toEqual(['h1', 'h2']);
+      const bodies = await env.db.selectFrom('deliveries').select('body').where('webhook_id', '=', feed.webhookId).execute();
+      expect(bodies.map((row) => row.body)).toEqual([null, null]);
+    } finally {
+      handoff.detach();
+    }
   });
 
   it('delivers the HL7 transaction example as the sending system would', async () => {

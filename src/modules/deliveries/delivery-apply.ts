@@ -1,24 +1,26 @@
 /**
  * Applying one claimed delivery, in ONE transaction: records upserted, resource states written,
  * events raised, the runs they start planned, the wakes of waiting runs decided, the delivery
- * marked processed. A crash anywhere before the commit leaves nothing behind and the delivery is
- * claimed again once its lease runs out; after the commit the planned runs are created
+ * marked processed. Deliveries claimed together may share that transaction (`applyDeliveries`).
+ * A crash anywhere before the commit leaves nothing behind and the deliveries are claimed again
+ * once their leases run out; after the commit the planned runs are created
  * (events/planned-runs.ts) and the wakes handed to the engine (event-wake.ts).
  *
  * The CPU work (JSON, FHIR validation) is done before the transaction opens, so the store's
  * write lock is held only for the writes.
  */
-import type { Db } from '../../storage/database.js';
+import type { Transaction } from 'kysely';
+import type { Database, Db } from '../../storage/database.js';
 import type { Dialect } from '../../storage/connect.js';
 import type { FhirValidator } from '../../ingestion/fhir-validate.js';
-import { parseDeliveryBody, resourcesByFullUrl } from '../../ingestion/delivery-body.js';
+import { parseDeliveryBody, resourcesByFullUrl, type DeliveryItems, type FhirResource } from '../../ingestion/delivery-body.js';
 import { checkItems } from '../../ingestion/check-items.js';
-import { changesOf, touchedStateKeys, type RaisedEvent } from '../../ingestion/resource-changes.js';
-import { planEventRuns, type EventOccurrence } from '../events/event-runs.js';
-import { holdLease, markProcessed, type DeliveryRow, type ProcessedOutcome } from './delivery.repository.js';
+import { changesOf, touchedStateKeys, type DeliveryChanges, type RaisedEvent } from '../../ingestion/resource-changes.js';
+import { findActiveEventTriggers, planEventRuns, type EventOccurrence, type EventTrigger } from '../events/event-runs.js';
+import { holdLeases, markProcessed, type DeliveryRow, type ProcessedOutcome } from './delivery.repository.js';
 import { readResourceStates, writeResourceStates } from './resource-state.repository.js';
 import { applyRecordChanges } from './record-upsert.js';
-import { wakesFor, type PendingWake } from './event-wake.js';
+import { subjectsOf, subjectsThatMayWait, wakesFor, type PendingWake } from './event-wake.js';
 
 /** Problems kept on the delivery for its listing; the count covers all of them. */
 const MAX_LISTED_PROBLEMS = 1000;
@@ -50,74 +52,156 @@ function eventCounts(events: readonly RaisedEvent[]): { event: string; count: nu
   return [...counts].sort(([a], [b]) => (a < b ? -1 : 1)).map(([event, count]) => ({ event, count }));
 }
 
-function readItems(body: string, validator: FhirValidator) {
-  let parsed;
+/** A stored body as items: what the intake's parse gave, for a processor that was not handed it. */
+export function parseStoredBody(body: string): DeliveryItems {
   try {
     // Plain JSON.parse: the body passed secure-json-parse when it was received (no __proto__ or
     // constructor.prototype keys), and its scan would cost a second pass over megabytes.
-    parsed = parseDeliveryBody(JSON.parse(body));
+    return parseDeliveryBody(JSON.parse(body));
   } catch {
     // It passed the same checks when it was received; only a damaged row gets here.
     throw new UnreadableDeliveryError('the stored delivery body is no longer an accepted shape');
   }
-  return checkItems(parsed, validator);
 }
 
+/** A claimed delivery with its CPU work done: items checked against the FHIR schema, references indexed. */
+export interface PreparedDelivery {
+  delivery: ClaimedDelivery;
+  checked: DeliveryItems;
+  byFullUrl: Map<string, FhirResource>;
+}
+
+/** `parsed`: the delivery's body as items (handed over by the intake, or `parseStoredBody`); never modified. */
+export function prepareDelivery(validator: FhirValidator, delivery: ClaimedDelivery, parsed: DeliveryItems): PreparedDelivery {
+  const checked = checkItems(parsed, validator);
+  return { delivery, checked, byFullUrl: resourcesByFullUrl(checked.items) };
+}
+
+/** Applies one delivery in its own transaction. */
 export async function applyDelivery(
   deps: ApplyDeps,
-  delivery: ClaimedDelivery,
-  body: string,
+  prepared: PreparedDelivery,
   owner: string,
   now: Date,
   leaseMs: number,
   planLeaseMs: number,
 ): Promise<ApplyResult> {
-  const checked = readItems(body, deps.validator);
-  const byFullUrl = resourcesByFullUrl(checked.items);
-  const at = now.toISOString();
-  const workspaceId = delivery.workspace_id;
+  const [result] = await applyDeliveries(deps, [prepared], owner, now, leaseMs, planLeaseMs);
+  return result;
+}
 
-  return deps.db.transaction().execute(async (tx): Promise<ApplyResult> => {
-    if (!(await holdLease(tx, delivery.id, owner, new Date(now.getTime() + leaseMs).toISOString()))) {
-      return { kind: 'lease-lost' };
+/**
+ * Applies deliveries (one, or several claimed together), in id order, in ONE transaction (group
+ * commit): each one's records, states, planned runs and wakes are exactly what applying it
+ * alone would give, and each sees what the ones before it wrote, so the outcome is that of
+ * applying them one after the other. What they share: the commit (on SQLite the largest single
+ * cost of a small delivery), one lease statement, and one read per workspace of its event
+ * triggers and of the subjects whose runs may wait. All commit or none does; the processor
+ * applies them one by one when a group fails, so one bad delivery fails alone.
+ */
+export async function applyDeliveries(
+  deps: ApplyDeps,
+  group: readonly PreparedDelivery[],
+  owner: string,
+  now: Date,
+  leaseMs: number,
+  planLeaseMs: number,
+): Promise<ApplyResult[]> {
+  return deps.db.transaction().execute(async (tx) => {
+    const held = await holdLeases(tx, group.map((p) => p.delivery.id), owner, new Date(now.getTime() + leaseMs).toISOString());
+    // Another processor took over the ones not held (this one was too slow): it does their work.
+    const mine = group.filter((p) => held.has(p.delivery.id));
+    const written: Written[] = [];
+    for (const prepared of mine) written.push(await writeRecordsAndStates(tx, deps.dialect, prepared, now.toISOString()));
+
+    const triggers = new Map<string, EventTrigger[]>();
+    const mayWait = new Map<string, Set<string>>();
+    for (const [workspaceId, members] of byWorkspace(written)) {
+      const occurrences = members.flatMap((w) => w.occurrences);
+      triggers.set(workspaceId, occurrences.length === 0 ? [] : await findActiveEventTriggers(tx, workspaceId, occurrences.map((o) => o.event)));
+      mayWait.set(workspaceId, await subjectsThatMayWait(tx, workspaceId, subjectsOf(occurrences)));
     }
-    const stored = await readResourceStates(tx, workspaceId, touchedStateKeys(checked.items));
-    const changes = changesOf(checked.items, stored, byFullUrl);
-    const patients = await applyRecordChanges(tx, workspaceId, changes.records, changes.referencedPatients, changes.formerPatients, at);
-    await writeResourceStates(tx, workspaceId, changes.states, delivery.id, at);
 
-    const occurrences: EventOccurrence[] = changes.events.map((raised) => ({
-      event: raised.event,
-      resource: raised.resource,
-      subjectRecordId: raised.patientId === null ? null : patients.get(raised.patientId) ?? null,
-    }));
-    const context = {
-      tenantId: delivery.tenant_id,
-      workspaceId,
-      requestId: delivery.request_id,
-      keyId: null,
-      keyName: 'carepath',
-      owner,
-      leaseExpiresAt: new Date(now.getTime() + planLeaseMs).toISOString(),
-      at,
-    };
-    const { planned } = await planEventRuns(tx, deps.dialect, context, occurrences, {
-      deliveryId: delivery.id,
-      webhookId: delivery.webhook_id,
-      idempotencyKey: delivery.idempotency_key,
-    });
-    const wakes = await wakesFor(tx, workspaceId, occurrences, delivery.id);
-
-    const outcome: ProcessedOutcome = {
-      problems: checked.problems.slice(0, MAX_LISTED_PROBLEMS),
-      problemCount: checked.problems.length,
-      events: eventCounts(changes.events),
-      runsStarted: planned.length,
-      pendingWakes: wakes.length === 0 ? null : JSON.stringify(wakes),
-    };
-    if (!(await markProcessed(tx, delivery.id, owner, at, context.leaseExpiresAt, outcome))) {
-      throw new Error('the delivery changed state while it was being processed');
+    const results = new Map<string, ApplyResult>();
+    for (const w of written) {
+      const workspaceId = w.prepared.delivery.workspace_id;
+      results.set(w.prepared.delivery.id, await finishDelivery(tx, deps.dialect, w, triggers.get(workspaceId)!, mayWait.get(workspaceId)!, owner, now, planLeaseMs));
     }
-    return { kind: 'processed', plannedRunIds: planned.map((row) => row.id), wakes, outcome };
+    return group.map((p) => results.get(p.delivery.id) ?? { kind: 'lease-lost' });
   });
+}
+
+/** One delivery's records and states written, with the events it raised (subjects resolved). */
+interface Written {
+  prepared: PreparedDelivery;
+  changes: DeliveryChanges;
+  occurrences: EventOccurrence[];
+}
+
+async function writeRecordsAndStates(tx: Transaction<Database>, dialect: Dialect, prepared: PreparedDelivery, at: string): Promise<Written> {
+  const { delivery, checked, byFullUrl } = prepared;
+  const workspaceId = delivery.workspace_id;
+  const stored = await readResourceStates(tx, dialect, workspaceId, touchedStateKeys(checked.items));
+  const changes = changesOf(checked.items, stored, byFullUrl);
+  const patients = await applyRecordChanges(tx, workspaceId, changes.records, changes.referencedPatients, changes.formerPatients, at);
+  await writeResourceStates(tx, dialect, workspaceId, changes.states, delivery.id, at);
+  const occurrences: EventOccurrence[] = changes.events.map((raised) => ({
+    event: raised.event,
+    resource: raised.resource,
+    subjectRecordId: raised.patientId === null ? null : patients.get(raised.patientId) ?? null,
+  }));
+  return { prepared, changes, occurrences };
+}
+
+/** The runs its events start planned, its wakes decided, the delivery marked processed. */
+async function finishDelivery(
+  tx: Transaction<Database>,
+  dialect: Dialect,
+  { prepared: { delivery, checked }, changes, occurrences }: Written,
+  triggers: readonly EventTrigger[],
+  mayWait: ReadonlySet<string>,
+  owner: string,
+  now: Date,
+  planLeaseMs: number,
+): Promise<ApplyResult> {
+  const at = now.toISOString();
+  const context = {
+    tenantId: delivery.tenant_id,
+    workspaceId: delivery.workspace_id,
+    requestId: delivery.request_id,
+    keyId: null,
+    keyName: 'carepath',
+    owner,
+    leaseExpiresAt: new Date(now.getTime() + planLeaseMs).toISOString(),
+    at,
+  };
+  const { planned } = await planEventRuns(
+    tx,
+    dialect,
+    context,
+    occurrences,
+    { deliveryId: delivery.id, webhookId: delivery.webhook_id, idempotencyKey: delivery.idempotency_key },
+    triggers,
+  );
+  const wakes = wakesFor(occurrences, mayWait, delivery.id);
+  const outcome: ProcessedOutcome = {
+    problems: checked.problems.slice(0, MAX_LISTED_PROBLEMS),
+    problemCount: checked.problems.length,
+    events: eventCounts(changes.events),
+    runsStarted: planned.length,
+    pendingWakes: wakes.length === 0 ? null : JSON.stringify(wakes),
+  };
+  if (!(await markProcessed(tx, delivery.id, owner, at, context.leaseExpiresAt, outcome))) {
+    throw new Error('the delivery changed state while it was being processed');
+  }
+  return { kind: 'processed', plannedRunIds: planned.map((row) => row.id), wakes, outcome };
+}
+
+function byWorkspace(written: readonly Written[]): Map<string, Written[]> {
+  const groups = new Map<string, Written[]>();
+  for (const w of written) {
+    const id = w.prepared.delivery.workspace_id;
+    groups.set(id, [...(groups.get(id) ?? []), w]);
+  }
+  return groups;
 }

@@ -13,6 +13,7 @@ import { uuidv7 } from '../../lib/ids.js';
 import { sha256Hex } from '../../lib/json.js';
 import { parseDeliveryBody } from '../../ingestion/delivery-body.js';
 import { findDeliveryByKey, insertDelivery } from './delivery.repository.js';
+import { parsedHandoffFor } from './parsed-handoff.js';
 import type { DeliveryEndpoint } from './delivery-endpoint.js';
 
 const IDEMPOTENCY_KEY = /^[\x20-\x7e]{1,255}$/;
@@ -70,17 +71,18 @@ export async function receiveDelivery(db: DbOrTx, endpoint: DeliveryEndpoint, in
   const key = idempotencyKeyOf(input.idempotencyKey);
   const bodySha256 = sha256Hex(input.rawBody);
   const text = input.rawBody.toString('utf8');
-  let items;
+  let parsed;
   try {
     // Shape only: resources are checked against the FHIR schema while processing, so a large
     // bundle is answered quickly and one bad entry does not refuse the rest.
-    items = parseDeliveryBody(parseJsonBody(text)).items;
+    parsed = parseDeliveryBody(parseJsonBody(text));
   } catch (error) {
     // A replay is answered from what was stored, whatever this body is; a new key's bad body is 400.
     const stored = key === null ? undefined : await findDeliveryByKey(db, endpoint.id, key);
     if (stored) return replayOf(stored, bodySha256, key!);
     throw error;
   }
+  const { items } = parsed;
   const at = input.now.toISOString();
   const deliveryId = uuidv7(input.now.getTime());
   const stored = await insertDelivery(db, {
@@ -106,7 +108,11 @@ export async function receiveDelivery(db: DbOrTx, endpoint: DeliveryEndpoint, in
     error: null,
     pending_wakes: null,
   });
-  if (stored) return { deliveryId, accepted: items.length, idempotencyKey: key, replayed: false };
+  if (stored) {
+    // Stored (committed): a processor in this process may now use this parse instead of the bytes.
+    parsedHandoffFor(db).offer(deliveryId, parsed, input.rawBody.length);
+    return { deliveryId, accepted: items.length, idempotencyKey: key, replayed: false };
+  }
 
   // The key was used before (a replay), or a concurrent request with it won the insert.
   const winner = key === null ? undefined : await findDeliveryByKey(db, endpoint.id, key);

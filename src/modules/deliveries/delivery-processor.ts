@@ -22,9 +22,19 @@ import type { RunCreator } from '../../engine/run-creator.js';
 import { uuidv4 } from '../../lib/ids.js';
 import type { FhirValidator } from '../../ingestion/fhir-validate.js';
 import { createPlannedRuns, sweepPlannedRuns, DEFAULT_PLAN_LEASE_MS, type RunStarterDeps } from '../events/planned-runs.js';
-import { claimDeliveries, markFailed } from './delivery.repository.js';
-import { applyDelivery, UnreadableDeliveryError, type ClaimedDelivery } from './delivery-apply.js';
-import { deliverWakes, sweepPendingWakes, type PendingWake } from './event-wake.js';
+import { claimDeliveries, markFailed, readDeliveryBodies } from './delivery.repository.js';
+import {
+  applyDeliveries,
+  applyDelivery,
+  parseStoredBody,
+  prepareDelivery,
+  UnreadableDeliveryError,
+  type ApplyResult,
+  type ClaimedDelivery,
+  type PreparedDelivery,
+} from './delivery-apply.js';
+import { parsedHandoffFor, type ParsedHandoff } from './parsed-handoff.js';
+import { deliverWakes, sweepPendingWakes } from './event-wake.js';
 
 export interface DeliveryProcessorDeps {
   db: Db;
@@ -45,10 +55,41 @@ export interface DeliveryProcessorOptions {
   pollMs?: number;
   /** Deliveries claimed at once (default 4). */
   batch?: number;
+  /**
+   * How long to let deliveries gather after a wake-up by one stored in this process, before
+   * claiming (default 5 ms): the ones that arrive meanwhile are claimed and committed together
+   * (about a fifth less work per delivery on SQLite). Only the processing waits; the 202 does not.
+   */
+  gatherMs?: number;
   /** Claim loops in this process (default 1 on SQLite, which has one writer; 2 on PostgreSQL). */
   concurrency?: number;
   /** Claims before a delivery is marked failed (default 5). */
   maxAttempts?: number;
+}
+
+/**
+ * Items (resources and records) applied in one transaction at most: deliveries claimed together
+ * share a commit (applyDeliveries) up to this size, so the store is not held for long while the
+ * intake waits to store new deliveries (on SQLite, one connection).
+ */
+const MAX_GROUP_ITEMS = 1000;
+
+/** Consecutive groups of deliveries, each within `maxItems` items (a larger delivery is a group alone). */
+function groupsOf(prepared: PreparedDelivery[], maxItems: number): PreparedDelivery[][] {
+  const groups: PreparedDelivery[][] = [];
+  let items = 0;
+  for (const delivery of prepared) {
+    const size = delivery.checked.items.length;
+    const last = groups.at(-1);
+    if (last && items + size <= maxItems) {
+      last.push(delivery);
+      items += size;
+    } else {
+      groups.push([delivery]);
+      items = size;
+    }
+  }
+  return groups;
 }
 
 /** Seconds to wait before retrying after the n-th failed attempt: 2, 4, 8, … capped at a minute. */
@@ -67,11 +108,14 @@ export class DeliveryProcessor {
   private readonly leaseMs: number;
   private readonly planLeaseMs: number;
   private readonly pollMs: number;
+  private readonly gatherMs: number;
   private readonly batch: number;
   private readonly concurrency: number;
   private readonly maxAttempts: number;
   private stopping = false;
   private loops: Promise<void>[] = [];
+  /** Parsed bodies from this process's intake; used while this processor runs (`start`). */
+  private readonly handoff: ParsedHandoff;
   private wakeSleepers = new Set<() => void>();
 
   constructor(
@@ -81,9 +125,11 @@ export class DeliveryProcessor {
     this.leaseMs = options.leaseMs ?? 60_000;
     this.planLeaseMs = options.planLeaseMs ?? DEFAULT_PLAN_LEASE_MS;
     this.pollMs = options.pollMs ?? 1000;
+    this.gatherMs = options.gatherMs ?? 5;
     this.batch = options.batch ?? 4;
     this.concurrency = options.concurrency ?? (deps.dialect === 'postgres' ? 2 : 1);
     this.maxAttempts = options.maxAttempts ?? 5;
+    this.handoff = parsedHandoffFor(deps.db);
   }
 
   private get runStarter(): RunStarterDeps {
@@ -94,6 +140,9 @@ export class DeliveryProcessor {
   /** Claims up to one batch and processes it; returns how many deliveries it claimed. */
   async processBatch(): Promise<number> {
     const now = this.deps.clock.now();
+    // With parsed bodies waiting in memory, the claim leaves the (large) bodies in the store and
+    // only the ones not handed over are read.
+    const withBodies = this.handoff.size === 0;
     const claimed = await claimDeliveries(
       this.deps.db,
       this.deps.dialect,
@@ -101,8 +150,21 @@ export class DeliveryProcessor {
       now.toISOString(),
       new Date(now.getTime() + this.leaseMs).toISOString(),
       this.batch,
+      withBodies,
     );
-    for (const delivery of claimed) await this.process(delivery);
+    if (!withBodies) {
+      const bodies = await readDeliveryBodies(this.deps.db, claimed.filter((d) => !this.handoff.has(d.id)).map((d) => d.id));
+      for (const delivery of claimed) delivery.body = bodies.get(delivery.id) ?? null;
+    }
+    const prepared: PreparedDelivery[] = [];
+    for (const [i, delivery] of claimed.entries()) {
+      // FHIR checks are synchronous CPU work (a few ms per 300 resources): between deliveries,
+      // requests waiting on this process (a delivery's 202) get their turn.
+      if (i > 0) await new Promise((resolve) => setImmediate(resolve));
+      const ready = await this.prepare(delivery);
+      if (ready) prepared.push(ready);
+    }
+    for (const group of groupsOf(prepared, MAX_GROUP_ITEMS)) await this.applyGroup(group);
     return claimed.length;
   }
 
@@ -123,34 +185,64 @@ export class DeliveryProcessor {
     }
   }
 
-  private async process(delivery: ClaimedDelivery): Promise<void> {
+  /** The CPU work of a claimed delivery (items, FHIR checks), before any transaction; undefined when it failed. */
+  private async prepare(delivery: ClaimedDelivery): Promise<PreparedDelivery | undefined> {
     const { db, clock, logger } = this.deps;
-    const log = { deliveryId: delivery.id, webhookId: delivery.webhook_id };
+    const handedOver = this.handoff.take(delivery.id);
     if (delivery.attempts > this.maxAttempts) {
       await markFailed(db, delivery.id, this.owner, clock.now().toISOString(), `processing did not finish after ${this.maxAttempts} attempts`);
-      logger.error({ ...log, attempts: delivery.attempts }, 'delivery failed: too many attempts');
-      return;
+      logger.error({ deliveryId: delivery.id, webhookId: delivery.webhook_id, attempts: delivery.attempts }, 'delivery failed: too many attempts');
+      return undefined;
     }
-    let planned: string[];
-    let wakes: PendingWake[];
     try {
-      const body = delivery.body;
-      if (body === null) throw new UnreadableDeliveryError('the stored delivery body is missing');
-      const result = await applyDelivery(this.deps, delivery, body, this.owner, clock.now(), this.leaseMs, this.planLeaseMs);
-      if (result.kind === 'lease-lost') {
-        logger.warn(log, 'delivery was taken over by another processor');
-        return;
+      let parsed = handedOver;
+      if (!parsed) {
+        if (delivery.body === null) throw new UnreadableDeliveryError('the stored delivery body is missing');
+        parsed = parseStoredBody(delivery.body);
       }
-      planned = result.plannedRunIds;
-      wakes = result.wakes;
-      logger.info(
-        { ...log, accepted: delivery.accepted, skipped: result.outcome.problemCount, runsStarted: planned.length },
-        'delivery processed',
-      );
+      return prepareDelivery(this.deps.validator, delivery, parsed);
     } catch (error) {
       await this.failed(delivery, error);
+      return undefined;
+    }
+  }
+
+  /** Applies a group in one transaction; if that fails, each alone, so only a bad one fails. */
+  private async applyGroup(group: PreparedDelivery[]): Promise<void> {
+    if (group.length > 1) {
+      let results: ApplyResult[] | undefined;
+      try {
+        results = await applyDeliveries(this.deps, group, this.owner, this.deps.clock.now(), this.leaseMs, this.planLeaseMs);
+      } catch (error) {
+        this.deps.logger.warn({ deliveries: group.length, err: { type: (error as Error)?.name } }, 'a group of deliveries failed; applying them one by one');
+      }
+      if (results) {
+        for (const [i, result] of results.entries()) await this.finish(group[i].delivery, result);
+        return;
+      }
+    }
+    for (const prepared of group) {
+      let result: ApplyResult;
+      try {
+        result = await applyDelivery(this.deps, prepared, this.owner, this.deps.clock.now(), this.leaseMs, this.planLeaseMs);
+      } catch (error) {
+        await this.failed(prepared.delivery, error);
+        continue;
+      }
+      await this.finish(prepared.delivery, result);
+    }
+  }
+
+  /** After the commit: the runs the delivery planned are created and its wakes handed over. */
+  private async finish(delivery: ClaimedDelivery, result: ApplyResult): Promise<void> {
+    const { db, clock, logger } = this.deps;
+    const log = { deliveryId: delivery.id, webhookId: delivery.webhook_id };
+    if (result.kind === 'lease-lost') {
+      logger.warn(log, 'delivery was taken over by another processor');
       return;
     }
+    const { plannedRunIds: planned, wakes } = result;
+    logger.info({ ...log, accepted: delivery.accepted, skipped: result.outcome.problemCount, runsStarted: planned.length }, 'delivery processed');
     try {
       await createPlannedRuns(this.runStarter, this.owner, planned, this.planLeaseMs);
       if (wakes.length > 0) {
@@ -185,6 +277,7 @@ export class DeliveryProcessor {
   /** Runs the claim loops until `stop`. */
   start(): void {
     this.stopping = false;
+    this.handoff.attach();
     for (let i = 0; i < this.concurrency; i++) this.loops.push(this.loop());
   }
 
@@ -192,6 +285,7 @@ export class DeliveryProcessor {
     this.stopping = true;
     for (const wake of this.wakeSleepers) wake();
     await Promise.all(this.loops);
+    if (this.loops.length > 0) this.handoff.detach();
     this.loops = [];
   }
 
@@ -210,22 +304,25 @@ export class DeliveryProcessor {
       } catch (error) {
         this.deps.logger.error({ err: { type: (error as Error)?.name } }, 'delivery processor could not claim work');
       }
-      if (claimed === 0 && !this.stopping) await this.sleep();
+      if (claimed === 0 && !this.stopping && (await this.sleep()) === 'signal' && this.gatherMs > 0) {
+        await new Promise((resolve) => setTimeout(resolve, this.gatherMs));
+      }
     }
   }
 
-  /** Waits for `pollMs`, or less when a delivery is stored in this process. */
-  private sleep(): Promise<void> {
+  /** Waits for `pollMs`, or less when a delivery is stored in this process; says what ended the wait. */
+  private sleep(): Promise<'signal' | 'timeout' | 'stop'> {
     return new Promise((resolve) => {
-      const done = () => {
+      const done = (reason: 'signal' | 'timeout' | 'stop') => {
         clearTimeout(timer);
         off();
-        this.wakeSleepers.delete(done);
-        resolve();
+        this.wakeSleepers.delete(stop);
+        resolve(reason);
       };
-      const timer = setTimeout(done, this.pollMs);
-      const off = this.deps.signals.on('deliveries', done);
-      this.wakeSleepers.add(done);
+      const stop = () => done('stop');
+      const timer = setTimeout(() => done('timeout'), this.pollMs);
+      const off = this.deps.signals.on('deliveries', () => done('signal'));
+      this.wakeSleepers.add(stop);
     });
   }
 }

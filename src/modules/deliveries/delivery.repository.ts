@@ -100,8 +100,10 @@ export async function findDelivery(db: DbOrTx, deliveryId: string): Promise<Deli
  * Claims up to `limit` deliveries for `owner`, oldest first: received ones, and processing ones
  * whose lease ran out. PostgreSQL locks the candidates with SKIP LOCKED, so processors claiming
  * at once take different rows; SQLite has one writer at a time, so the UPDATE alone is enough.
- * The bodies come back with the claim: the processor needs them next, and one statement
- * carrying them costs less than one read per delivery.
+ * The bodies come back with the claim (the processor needs them next, and one statement
+ * carrying them costs less than one read per delivery) unless `withBodies` is false: a
+ * processor that was handed the parsed bodies in memory (parsed-handoff.ts) reads only the
+ * ones it lacks (`readDeliveryBodies`), and their `body` is null here.
  */
 export async function claimDeliveries(
   db: Kysely<Database>,
@@ -110,6 +112,7 @@ export async function claimDeliveries(
   now: string,
   leaseExpiresAt: string,
   limit: number,
+  withBodies = true,
 ): Promise<DeliveryRow[]> {
   const claimed = await db
     .updateTable('deliveries')
@@ -136,25 +139,36 @@ export async function claimDeliveries(
     .where((w) =>
       w.or([w('status', '=', 'received'), w.and([w('status', '=', 'processing'), w('lease_expires_at', '<', now)])]),
     )
-    .returning([...COLUMNS_WITHOUT_BODY, 'body'])
+    .returning(withBodies ? [...COLUMNS_WITHOUT_BODY, 'body'] : [...COLUMNS_WITHOUT_BODY])
     .execute();
-  return claimed.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+  return claimed.map((row): DeliveryRow => ({ ...row, body: (row as Partial<DeliveryRow>).body ?? null })).sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+}
+
+/** The stored bodies of these deliveries (id → body; a missing or null body is left out). */
+export async function readDeliveryBodies(db: DbOrTx, deliveryIds: readonly string[]): Promise<Map<string, string>> {
+  const bodies = new Map<string, string>();
+  if (deliveryIds.length === 0) return bodies;
+  const rows = await db.selectFrom('deliveries').select(['id', 'body']).where('id', 'in', deliveryIds).execute();
+  for (const row of rows) if (row.body !== null) bodies.set(row.id, row.body);
+  return bodies;
 }
 
 /**
- * First statement of the processing transaction: extends the lease if `owner` still holds it.
- * On PostgreSQL it also locks the row until commit, so no one can claim it meanwhile; on SQLite
- * it takes the write lock at the start of the transaction. False: the lease was lost.
+ * First statement of the processing transaction: extends the leases `owner` still holds of these
+ * deliveries and returns their ids (the others were lost). On PostgreSQL it also locks the rows
+ * until commit, so no one can claim them meanwhile; on SQLite it takes the write lock at the
+ * start of the transaction.
  */
-export async function holdLease(db: DbOrTx, deliveryId: string, owner: string, leaseExpiresAt: string): Promise<boolean> {
-  const result = await db
+export async function holdLeases(db: DbOrTx, deliveryIds: readonly string[], owner: string, leaseExpiresAt: string): Promise<Set<string>> {
+  const rows = await db
     .updateTable('deliveries')
     .set({ lease_expires_at: leaseExpiresAt })
-    .where('id', '=', deliveryId)
+    .where('id', 'in', deliveryIds)
     .where('status', '=', 'processing')
     .where('lease_owner', '=', owner)
-    .executeTakeFirst();
-  return Number(result.numUpdatedRows) === 1;
+    .returning('id')
+    .execute();
+  return new Set(rows.map((row) => row.id));
 }
 
 export interface ProcessedOutcome {

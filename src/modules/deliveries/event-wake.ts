@@ -30,8 +30,15 @@ export interface PendingWake {
 /** Statuses in which a run may be waiting for an event (a paused one records it for its resume). */
 const MAY_WAIT = ['running', 'paused'];
 
-async function subjectsThatMayWait(db: DbOrTx, workspaceId: string, subjects: string[]): Promise<Set<string>> {
+/** The subjects of these occurrences (deduplicated). */
+export function subjectsOf(occurrences: readonly EventOccurrence[]): string[] {
+  return [...new Set(occurrences.flatMap((o) => (o.subjectRecordId === null ? [] : [o.subjectRecordId])))];
+}
+
+/** Which of these subjects have a running or paused run (inside the delivery's transaction). */
+export async function subjectsThatMayWait(db: DbOrTx, workspaceId: string, subjects: readonly string[]): Promise<Set<string>> {
   const found = new Set<string>();
+  if (subjects.length === 0) return found;
   for (const chunk of chunks(subjects, ID_CHUNK)) {
     const rows = await db
       .selectFrom('runs')
@@ -46,16 +53,8 @@ async function subjectsThatMayWait(db: DbOrTx, workspaceId: string, subjects: st
   return found;
 }
 
-/** The wakes a delivery's events call for (inside its transaction). */
-export async function wakesFor(
-  db: DbOrTx,
-  workspaceId: string,
-  occurrences: readonly EventOccurrence[],
-  deliveryId: string,
-): Promise<PendingWake[]> {
-  const subjects = [...new Set(occurrences.flatMap((o) => (o.subjectRecordId === null ? [] : [o.subjectRecordId])))];
-  if (subjects.length === 0) return [];
-  const mayWait = await subjectsThatMayWait(db, workspaceId, subjects);
+/** The wakes a delivery's events call for, given which subjects may wait (`subjectsThatMayWait`). */
+export function wakesFor(occurrences: readonly EventOccurrence[], mayWait: ReadonlySet<string>, deliveryId: string): PendingWake[] {
   return occurrences.flatMap((o) =>
     o.subjectRecordId !== null && mayWait.has(o.subjectRecordId)
       ? [{ subjectRecordId: o.subjectRecordId, event: o.event, eventPayload: { event: o.event, resource: o.resource, deliveryId } }]

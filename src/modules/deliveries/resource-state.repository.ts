@@ -1,11 +1,11 @@
 /** SQL of resource states: what the service remembers of each delivered resource. */
+import { sql } from 'kysely';
 import type { DbOrTx } from '../../storage/database.js';
+import type { Dialect } from '../../storage/connect.js';
+import { jsonRows } from './json-rows.js';
 import { parseJson } from '../../lib/json.js';
 import { splitKey, stateKey, type ResourceState } from '../../ingestion/resource-changes.js';
 import { ID_CHUNK, chunks } from '../events/sql-chunks.js';
-
-/** Rows per upsert: 8 columns × 1,000 stays under both stores' bound-parameter limits. */
-const UPSERT_CHUNK = 1000;
 
 function idsByType(keys: Iterable<string>): Map<string, string[]> {
   const byType = new Map<string, string[]>();
@@ -19,46 +19,84 @@ function idsByType(keys: Iterable<string>): Map<string, string[]> {
 }
 
 /**
- * The stored states of those keys that have one. One query per 1,000 ids whatever the mix of
- * types (the primary key serves `resource_type IN (…) AND resource_id IN (…)`); pairs that the
- * cross product adds but were not asked for are dropped.
+ * The stored states of those keys that have one, in one statement per store:
+ * - SQLite: the keys as one JSON parameter (json-rows.ts), one index probe per key; `cross join`
+ *   keeps the keys as the outer loop (SQLite would otherwise scan the table). 300 keys of 7 types:
+ *   about 2.5 ms, against 3–5 ms for the IN lists below, which probe every type × id pair.
+ * - PostgreSQL: `resource_type IN (…) AND resource_id IN (…)` per 1,000 ids, pairs not asked for
+ *   dropped; its index scan takes IN lists well, and the JSON join measured no faster there.
  */
-export async function readResourceStates(db: DbOrTx, workspaceId: string, keys: Iterable<string>): Promise<Map<string, ResourceState>> {
+export async function readResourceStates(
+  db: DbOrTx,
+  dialect: Dialect,
+  workspaceId: string,
+  keys: Iterable<string>,
+): Promise<Map<string, ResourceState>> {
   const wanted = new Set(keys);
   const states = new Map<string, ResourceState>();
-  const byType = idsByType(wanted);
-  const types = [...byType.keys()];
-  const ids = [...new Set([...byType.values()].flat())];
-  for (const chunk of chunks(ids, ID_CHUNK)) {
-    const rows = await db
-      .selectFrom('resource_states')
-      .select(['resource_type', 'resource_id', 'status', 'patient_id', 'source_tags'])
-      .where('workspace_id', '=', workspaceId)
-      .where('resource_type', 'in', types)
-      .where('resource_id', 'in', chunk)
-      .execute();
-    for (const row of rows) {
-      const key = stateKey(row.resource_type, row.resource_id);
-      if (!wanted.has(key)) continue;
-      states.set(key, {
-        status: row.status,
-        patientId: row.patient_id,
-        sourceTags: row.source_tags === null ? null : parseJson<string[]>(row.source_tags, []),
-      });
-    }
+  if (wanted.size === 0) return states;
+  for (const row of dialect === 'sqlite' ? await readByJsonKeys(db, workspaceId, wanted) : await readByIdLists(db, workspaceId, wanted)) {
+    const key = stateKey(row.resource_type, row.resource_id);
+    if (!wanted.has(key)) continue;
+    states.set(key, {
+      status: row.status,
+      patientId: row.patient_id,
+      sourceTags: row.source_tags === null ? null : parseJson<string[]>(row.source_tags, []),
+    });
   }
   return states;
 }
 
-/** Writes final states: upserts for the ones given, deletes for the ones set to null. */
+interface StateRow {
+  resource_type: string;
+  resource_id: string;
+  status: string | null;
+  patient_id: string | null;
+  source_tags: string | null;
+}
+
+async function readByJsonKeys(db: DbOrTx, workspaceId: string, wanted: Set<string>): Promise<StateRow[]> {
+  const { rows } = await sql<StateRow>`
+    select s.resource_type, s.resource_id, s.status, s.patient_id, s.source_tags
+    from ${jsonRows('sqlite', [...wanted].map(splitKey))}
+    cross join resource_states s
+    where s.workspace_id = ${workspaceId} and s.resource_type = value ->> 0 and s.resource_id = value ->> 1`.execute(db);
+  return rows;
+}
+
+async function readByIdLists(db: DbOrTx, workspaceId: string, wanted: Set<string>): Promise<StateRow[]> {
+  const byType = idsByType(wanted);
+  const types = [...byType.keys()];
+  const ids = [...new Set([...byType.values()].flat())];
+  const rows: StateRow[] = [];
+  for (const chunk of chunks(ids, ID_CHUNK)) {
+    rows.push(
+      ...(await db
+        .selectFrom('resource_states')
+        .select(['resource_type', 'resource_id', 'status', 'patient_id', 'source_tags'])
+        .where('workspace_id', '=', workspaceId)
+        .where('resource_type', 'in', types)
+        .where('resource_id', 'in', chunk)
+        .execute()),
+    );
+  }
+  return rows;
+}
+
+/**
+ * Writes final states: one upsert for the ones given (rows as one JSON parameter: 300 states in
+ * about half the time of a 2,400-parameter multi-row VALUES on SQLite, a quarter less on
+ * PostgreSQL), deletes for the ones set to null.
+ */
 export async function writeResourceStates(
   db: DbOrTx,
+  dialect: Dialect,
   workspaceId: string,
   states: ReadonlyMap<string, ResourceState | null>,
   deliveryId: string,
   at: string,
 ): Promise<void> {
-  const upserts = [];
+  const upserts: (string | null)[][] = [];
   const deleted: string[] = [];
   for (const [key, state] of states) {
     if (state === null) {
@@ -66,31 +104,18 @@ export async function writeResourceStates(
       continue;
     }
     const [type, id] = splitKey(key);
-    upserts.push({
-      workspace_id: workspaceId,
-      resource_type: type,
-      resource_id: id,
-      status: state.status,
-      patient_id: state.patientId,
-      source_tags: state.sourceTags === null ? null : JSON.stringify(state.sourceTags),
-      delivery_id: deliveryId,
-      updated_at: at,
-    });
+    upserts.push([type, id, state.status, state.patientId, state.sourceTags === null ? null : JSON.stringify(state.sourceTags)]);
   }
-  for (const chunk of chunks(upserts, UPSERT_CHUNK)) {
-    await db
-      .insertInto('resource_states')
-      .values(chunk)
-      .onConflict((oc) =>
-        oc.columns(['workspace_id', 'resource_type', 'resource_id']).doUpdateSet((eb) => ({
-          status: eb.ref('excluded.status'),
-          patient_id: eb.ref('excluded.patient_id'),
-          source_tags: eb.ref('excluded.source_tags'),
-          delivery_id: eb.ref('excluded.delivery_id'),
-          updated_at: eb.ref('excluded.updated_at'),
-        })),
-      )
-      .execute();
+  if (upserts.length > 0) {
+    // `where true`: SQLite would read `on conflict` after a bare FROM as a join constraint.
+    await sql`
+      insert into resource_states (workspace_id, resource_type, resource_id, status, patient_id, source_tags, delivery_id, updated_at)
+      select cast(${workspaceId} as text), value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4, cast(${deliveryId} as text), cast(${at} as text)
+      from ${jsonRows(dialect, upserts)}
+      where true
+      on conflict (workspace_id, resource_type, resource_id) do update set
+        status = excluded.status, patient_id = excluded.patient_id, source_tags = excluded.source_tags,
+        delivery_id = excluded.delivery_id, updated_at = excluded.updated_at`.execute(db);
   }
   for (const [type, ids] of idsByType(deleted)) {
     for (const chunk of chunks(ids, ID_CHUNK)) {

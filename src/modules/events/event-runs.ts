@@ -60,8 +60,9 @@ export async function findActiveEventTriggers(db: DbOrTx, workspaceId: string, e
 
 /**
  * Plans the runs the occurrences start (inside the caller's transaction) and stores them as
- * planned runs held by `context.owner`. Returns the planned rows and how many runs onePerSubject
- * held back.
+ * planned runs held by `context.owner`. `triggers`: the workspace's active event triggers for
+ * (at least) these events, from `findActiveEventTriggers` in the same transaction (read once for
+ * deliveries applied together). Returns the planned rows and how many runs onePerSubject held back.
  */
 export async function planEventRuns(
   db: DbOrTx,
@@ -69,14 +70,15 @@ export async function planEventRuns(
   context: PlanContext,
   occurrences: readonly EventOccurrence[],
   source: EventRunSource,
+  triggers: readonly EventTrigger[],
 ): Promise<{ planned: PlannedRunRow[]; skipped: number }> {
-  if (occurrences.length === 0) return { planned: [], skipped: 0 };
-  const triggers = await findActiveEventTriggers(db, context.workspaceId, occurrences.map((o) => o.event));
-  if (triggers.length === 0) return { planned: [], skipped: 0 };
-
+  const raised = new Set(occurrences.map((o) => o.event));
   const byEvent = new Map<string, EventTrigger[]>();
-  for (const trigger of triggers) byEvent.set(trigger.event, [...(byEvent.get(trigger.event) ?? []), trigger]);
-  const onePerSubject = triggers.filter((trigger) => trigger.one_per_subject === 1).map((trigger) => trigger.id);
+  for (const trigger of triggers) {
+    if (raised.has(trigger.event)) byEvent.set(trigger.event, [...(byEvent.get(trigger.event) ?? []), trigger]);
+  }
+  if (byEvent.size === 0) return { planned: [], skipped: 0 };
+  const onePerSubject = [...byEvent.values()].flat().filter((trigger) => trigger.one_per_subject === 1).map((trigger) => trigger.id);
   await lockTriggers(db, dialect, onePerSubject);
   const subjects = occurrences.flatMap((o) => (o.subjectRecordId !== null && byEvent.has(o.event) ? [o.subjectRecordId] : []));
   const live = await subjectsWithLiveRuns(db, onePerSubject, subjects);

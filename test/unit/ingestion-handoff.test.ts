@@ -1,0 +1,54 @@
+import { describe, expect, it } from 'vitest';
+import { ParsedHandoff, parsedHandoffFor } from '../../src/modules/deliveries/parsed-handoff.js';
+import type { DeliveryItems } from '../../src/ingestion/delivery-body.js';
+
+const parsed = (id: string): DeliveryItems => ({
+  items: [{ kind: 'resource', resource: { resourceType: 'Patient', id }, deleted: false, index: 0 }],
+  problems: [],
+});
+
+describe('parsed bodies handed from the intake to a processor in the same process', () => {
+  it('keeps nothing while no processor runs here (an API-only process)', () => {
+    const handoff = new ParsedHandoff(1000);
+    handoff.offer('d1', parsed('a'), 10);
+    expect(handoff.size).toBe(0);
+    expect(handoff.take('d1')).toBeUndefined();
+  });
+
+  it('hands each parse over once, and forgets all when the last processor stops', () => {
+    const handoff = new ParsedHandoff(1000);
+    handoff.attach();
+    handoff.attach();
+    handoff.offer('d1', parsed('a'), 10);
+    handoff.offer('d2', parsed('b'), 10);
+    expect(handoff.take('d1')).toEqual(parsed('a'));
+    expect(handoff.take('d1')).toBeUndefined();
+    handoff.detach();
+    expect(handoff.has('d2')).toBe(true);
+    handoff.detach();
+    expect(handoff.size).toBe(0);
+    expect(handoff.active).toBe(false);
+  });
+
+  it('is bounded by body bytes: the oldest make room, a body over the bound is never kept', () => {
+    const handoff = new ParsedHandoff(100);
+    handoff.attach();
+    handoff.offer('d1', parsed('a'), 40);
+    handoff.offer('d2', parsed('b'), 40);
+    handoff.offer('d3', parsed('c'), 40);
+    expect([handoff.has('d1'), handoff.has('d2'), handoff.has('d3')]).toEqual([false, true, true]);
+    handoff.offer('huge', parsed('d'), 101);
+    expect(handoff.has('huge')).toBe(false);
+    // Taking frees its bytes: two more fit without evicting anything else.
+    handoff.take('d2');
+    handoff.offer('d4', parsed('e'), 60);
+    expect([handoff.has('d3'), handoff.has('d4')]).toEqual([true, true]);
+  });
+
+  it('is one per store handle', () => {
+    const a = {};
+    const b = {};
+    expect(parsedHandoffFor(a)).toBe(parsedHandoffFor(a));
+    expect(parsedHandoffFor(a)).not.toBe(parsedHandoffFor(b));
+  });
+});
