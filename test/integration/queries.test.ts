@@ -143,6 +143,41 @@ describeEachStore('saved queries', (env) => {
     expect((await ws.call('DELETE', `/v1/queries/${query.queryId}`)).statusCode).toBe(204);
   });
 
+  it('a delete racing a trigger that takes up the query: one of them wins, never both', async () => {
+    const ws = await env.workspace();
+    const blueprint = await ws.importBlueprint(simpleBlueprint());
+    const inactive = await ws.call('POST', '/v1/triggers', {
+      body: { name: 'Paused', sourceId: blueprint.id, type: 'search', queryId: (await createQuery(ws, { name: 'Seed', resourceType: 'Patient' })).queryId, active: false },
+    });
+    for (let i = 0; i < 15; i++) {
+      const query = await createQuery(ws, { name: `Cohort ${i}`, resourceType: 'Patient' });
+      // Every other round the trigger comes from PATCH (pointing a paused trigger at the query).
+      const takeUp =
+        i % 2 === 0
+          ? ws.call('POST', '/v1/triggers', { body: { name: `Daily ${i}`, sourceId: blueprint.id, type: 'search', queryId: query.queryId } })
+          : ws.call('PATCH', `/v1/triggers/${inactive.json().triggerId}`, { body: { queryId: query.queryId, active: true } });
+      const [taken, deleted] = await Promise.all([takeUp, ws.call('DELETE', `/v1/queries/${query.queryId}`)]);
+      const outcome = `${taken.statusCode}/${deleted.statusCode}`;
+      // The trigger first: the delete is refused. The delete first: the trigger is refused.
+      expect(['201/409', '200/409', '400/204'], `${outcome} ${taken.body} ${deleted.body}`).toContain(outcome);
+      if (deleted.statusCode === 204) expect(taken.json()).toMatchObject({ code: 'invalid_request' });
+      if (i % 2 === 1 && taken.statusCode === 200) {
+        await ws.call('PATCH', `/v1/triggers/${inactive.json().triggerId}`, { body: { active: false } });
+      }
+    }
+    // No active trigger points at a query that is gone.
+    const dangling = await env.db
+      .selectFrom('triggers')
+      .leftJoin('queries', 'queries.id', 'triggers.query_id')
+      .select('triggers.id')
+      .where('triggers.workspace_id', '=', ws.workspaceId)
+      .where('triggers.active', '=', 1)
+      .where('triggers.type', '=', 'search')
+      .where('queries.id', 'is', null)
+      .execute();
+    expect(dangling).toEqual([]);
+  });
+
   it('allows deleting a query whose trigger was deleted', async () => {
     const ws = await env.workspace();
     const query = await createQuery(ws, { name: 'Cohort', resourceType: 'Patient' });

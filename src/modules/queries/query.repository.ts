@@ -1,4 +1,5 @@
 import type { DbOrTx, QueryTable } from '../../storage/database.js';
+import { dialectOfDb } from '../../storage/dialect.js';
 import { newestFirstPage, type Page } from '../../lib/cursor.js';
 import { parseJson } from '../../lib/json.js';
 import { nameContains } from '../../lib/like.js';
@@ -25,6 +26,24 @@ export async function findQuery(db: DbOrTx, workspaceId: string, queryId: string
     .where('workspace_id', '=', workspaceId)
     .where('id', '=', queryId)
     .executeTakeFirst();
+}
+
+/**
+ * Reads a saved query and locks its row until the transaction ends (PostgreSQL; SQLite runs one
+ * write transaction at a time anyway): `share` for a trigger that will reference it, `update` for
+ * its deletion. The two exclude each other, so a delete never slips between a trigger's check that
+ * the query exists and the trigger's write, nor a trigger between a delete's in-use check and the
+ * delete (409 `query_in_use`).
+ */
+export async function lockQuery(
+  tx: DbOrTx,
+  workspaceId: string,
+  queryId: string,
+  mode: 'share' | 'update',
+): Promise<QueryRow | undefined> {
+  let select = tx.selectFrom('queries').selectAll().where('workspace_id', '=', workspaceId).where('id', '=', queryId);
+  if (dialectOfDb(tx) === 'postgres') select = mode === 'share' ? select.forShare() : select.forUpdate();
+  return select.executeTakeFirst();
 }
 
 export async function insertQuery(db: DbOrTx, row: QueryRow): Promise<void> {

@@ -8,7 +8,7 @@ import { ApiError, notFound } from '../../lib/errors.js';
 import { uuidv7 } from '../../lib/ids.js';
 import { queryInUse } from '../triggers/trigger.repository.js';
 import type { CreateQueryBody, QueryView, UpdateQueryBody } from './query.schemas.js';
-import { deleteQueryRow, findQuery, insertQuery, toQueryView, updateQuery, type QueryRow } from './query.repository.js';
+import { deleteQueryRow, findQuery, insertQuery, lockQuery, toQueryView, updateQuery, type QueryRow } from './query.repository.js';
 
 export async function createQuery(db: Db, ctx: RequestContext, body: CreateQueryBody, now: Date): Promise<QueryView> {
   const at = now.toISOString();
@@ -44,7 +44,7 @@ export async function changeQuery(
 
 export async function deleteQuery(db: Db, ctx: RequestContext, queryId: string): Promise<void> {
   await db.transaction().execute(async (tx) => {
-    if (!(await findQuery(tx, ctx.workspaceId, queryId))) throw notFound('query');
+    if (!(await lockQuery(tx, ctx.workspaceId, queryId, 'update'))) throw notFound('query');
     if (await queryInUse(tx, ctx.workspaceId, queryId)) {
       throw new ApiError('query_in_use', 'an active trigger still uses this query; deactivate or delete the trigger first');
     }

@@ -3,12 +3,12 @@
  * fixed at creation; each type takes its own fields and refuses the others' (DESIGN §2), and
  * every id it points at must live in the caller's workspace.
  */
-import type { Db } from '../../storage/database.js';
+import type { Db, DbOrTx } from '../../storage/database.js';
 import type { RequestContext } from '../../auth/context.js';
 import { invalidRequest, notFound } from '../../lib/errors.js';
 import { uuidv7 } from '../../lib/ids.js';
 import { findBlueprint } from '../diagrams/diagram.repository.js';
-import { findQuery } from '../queries/query.repository.js';
+import { lockQuery } from '../queries/query.repository.js';
 import { parseSchedule } from '../schedules/schedule.js';
 import { nextTickAfter } from '../schedules/next-tick.js';
 import type { CreateTriggerBody, TriggerView, UpdateTriggerBody } from './trigger.schemas.js';
@@ -46,8 +46,9 @@ async function requireBlueprint(db: Db, workspaceId: string, sourceId: string): 
   }
 }
 
-async function requireQuery(db: Db, workspaceId: string, queryId: string): Promise<void> {
-  if (!(await findQuery(db, workspaceId, queryId))) {
+/** In the transaction that writes the trigger: the query exists and stays until it commits. */
+async function requireQuery(tx: DbOrTx, workspaceId: string, queryId: string): Promise<void> {
+  if (!(await lockQuery(tx, workspaceId, queryId, 'share'))) {
     throw invalidRequest('body.queryId does not name a saved query in this workspace');
   }
 }
@@ -65,10 +66,7 @@ export function nextRunOf(schedule: StoredSchedule | null, now: Date): string | 
 export async function createTrigger(db: Db, ctx: RequestContext, body: CreateTriggerBody, now: Date): Promise<TriggerView> {
   refuseForeignFields(body.type, body);
   await requireBlueprint(db, ctx.workspaceId, body.sourceId);
-  if (body.type === 'search') {
-    if (!body.queryId) throw invalidRequest('body.queryId is required for a search trigger');
-    await requireQuery(db, ctx.workspaceId, body.queryId);
-  }
+  if (body.type === 'search' && !body.queryId) throw invalidRequest('body.queryId is required for a search trigger');
   if (body.type === 'event' && !body.event) throw invalidRequest('body.event is required for an event trigger');
 
   const schedule = body.type === 'search' && body.schedule ? storedSchedule(body.schedule, now) : null;
@@ -91,7 +89,10 @@ export async function createTrigger(db: Db, ctx: RequestContext, body: CreateTri
     updated_at: at,
     deleted_at: null,
   };
-  await insertTrigger(db, row);
+  await db.transaction().execute(async (tx) => {
+    if (row.query_id) await requireQuery(tx, ctx.workspaceId, row.query_id);
+    await insertTrigger(tx, row);
+  });
   return toTriggerView(row);
 }
 
@@ -117,15 +118,7 @@ export async function changeTrigger(
   if (body.active !== undefined) changes.active = body.active ? 1 : 0;
   if (row.type === 'search') {
     if (body.queryId === null) throw invalidRequest('body.queryId cannot be cleared on a search trigger');
-    if (body.queryId !== undefined) {
-      await requireQuery(db, ctx.workspaceId, body.queryId);
-      changes.query_id = body.queryId;
-    } else if (body.active === true && row.active === 0 && row.query_id) {
-      // The query may have been deleted while the trigger was off (deleting is allowed then).
-      if (!(await findQuery(db, ctx.workspaceId, row.query_id))) {
-        throw invalidRequest('the saved query of this trigger was deleted; send a new body.queryId to activate it');
-      }
-    }
+    if (body.queryId !== undefined) changes.query_id = body.queryId;
     if (body.schedule !== undefined) {
       const schedule = body.schedule === null ? null : storedSchedule(body.schedule, now);
       changes.schedule = schedule ? JSON.stringify(schedule) : null;
@@ -140,7 +133,16 @@ export async function changeTrigger(
     changes.one_per_subject = (body.onePerSubject ?? row.type === 'search') ? 1 : 0;
   }
   changes.updated_at = now.toISOString();
-  await updateTrigger(db, triggerId, changes);
+  await db.transaction().execute(async (tx) => {
+    if (changes.query_id) await requireQuery(tx, ctx.workspaceId, changes.query_id);
+    else if (changes.active === 1 && row.active === 0 && row.query_id) {
+      // The query may have been deleted while the trigger was off (deleting is allowed then).
+      if (!(await lockQuery(tx, ctx.workspaceId, row.query_id, 'share'))) {
+        throw invalidRequest('the saved query of this trigger was deleted; send a new body.queryId to activate it');
+      }
+    }
+    await updateTrigger(tx, triggerId, changes);
+  });
   return toTriggerView({ ...row, ...changes });
 }
 
