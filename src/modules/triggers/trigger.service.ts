@@ -4,6 +4,7 @@
  * every id it points at must live in the caller's workspace.
  */
 import type { Db, DbOrTx } from '../../storage/database.js';
+import { withinTransaction } from '../../storage/transaction.js';
 import type { RequestContext } from '../../auth/context.js';
 import { invalidRequest, notFound } from '../../lib/errors.js';
 import { uuidv7 } from '../../lib/ids.js';
@@ -89,7 +90,7 @@ export async function createTrigger(db: Db, ctx: RequestContext, body: CreateTri
     updated_at: at,
     deleted_at: null,
   };
-  await db.transaction().execute(async (tx) => {
+  await withinTransaction(db, async (tx) => {
     if (row.query_id) await requireQuery(tx, ctx.workspaceId, row.query_id);
     await insertTrigger(tx, row);
   });
@@ -133,7 +134,7 @@ export async function changeTrigger(
     changes.one_per_subject = (body.onePerSubject ?? row.type === 'search') ? 1 : 0;
   }
   changes.updated_at = now.toISOString();
-  await db.transaction().execute(async (tx) => {
+  await withinTransaction(db, async (tx) => {
     if (changes.query_id) await requireQuery(tx, ctx.workspaceId, changes.query_id);
     else if (changes.active === 1 && row.active === 0 && row.query_id) {
       // The query may have been deleted while the trigger was off (deleting is allowed then).
