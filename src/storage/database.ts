@@ -164,6 +164,8 @@ export interface TagBitmapTable {
   tag: string;
   chunk: number;
   bits: Uint8Array;
+  /** the id of the last change folded into this chunk: a new value on every rewrite */
+  version: number;
 }
 
 export interface AuditEventTable {

@@ -64,3 +64,25 @@ describe('tag bitmaps', () => {
     expect(universe.has(0)).toBe(true);
   });
 });
+
+describe('the chunk cache', () => {
+  it('keeps chunks per tag, and lets the tags least recently read go first past its bound', async () => {
+    const { ChunkCache } = await import('../../src/modules/search/chunk-cache.js');
+    const cache = new ChunkCache(3);
+    const words = new Uint32Array(CHUNK_BITS / 32);
+    cache.tag('ws', 'Patient', 'a').set(0, { version: 1, words });
+    cache.tag('ws', 'Patient', 'b').set(0, { version: 2, words });
+    cache.tag('ws', 'Patient', 'b').set(1, { version: 3, words });
+    cache.settle();
+    expect(cache.size).toBe(3);
+    // Reading `a` again makes `b` the least recently read; one more chunk pushes `b` out whole.
+    cache.tag('ws', 'Patient', 'a').set(1, { version: 4, words });
+    cache.settle();
+    expect(cache.size).toBe(2);
+    expect([...cache.tag('ws', 'Patient', 'a').keys()]).toEqual([0, 1]);
+    expect(cache.tag('ws', 'Patient', 'b').size).toBe(0);
+    // Workspaces and types never share entries.
+    expect(cache.tag('other', 'Patient', 'a').size).toBe(0);
+    expect(cache.tag('ws', 'Pathway', 'a').size).toBe(0);
+  });
+});

@@ -12,6 +12,7 @@ import { sql } from 'kysely';
 import type { Db, DbOrTx, RecordTable } from '../../storage/database.js';
 import { dialectOfDb } from '../../storage/dialect.js';
 import { CHUNK_BITS, TagBitmap, decodeChunk, encodeChunk } from './tag-bitmap.js';
+import { ChunkCache } from './chunk-cache.js';
 
 /** The pseudo-tag every record of its type carries (not a valid slug, so no real tag collides). */
 export const EVERY_RECORD = '*';
@@ -20,14 +21,32 @@ type ResourceType = RecordTable['resource_type'];
 
 interface BitmapOrChange {
   tag: string;
-  chunk: number | null;
+  chunk: number | string | null;
+  version: number | string | null;
+  /** null for a change, and for a chunk whose version the reader already holds */
   bits: Uint8Array | null;
   seq: number | string | null;
   present: number | null;
   id: number | string | null;
 }
 
-/** The bitmap of each tag (and of `*` if asked) for one type in one workspace, as of now. */
+/** One chunk cache per store (transactions share their store's adapter object). */
+const caches = new WeakMap<object, ChunkCache>();
+
+function cacheOf(db: DbOrTx): ChunkCache {
+  const adapter = db.getExecutor().adapter;
+  let cache = caches.get(adapter);
+  if (!cache) {
+    cache = new ChunkCache();
+    caches.set(adapter, cache);
+  }
+  return cache;
+}
+
+/**
+ * The bitmap of each tag (and of `*` if asked) for one type in one workspace, as of now. The
+ * store sends the bits only of chunks this process does not hold at their current version.
+ */
 export async function loadTagBitmaps(
   db: DbOrTx,
   workspaceId: string,
@@ -36,21 +55,69 @@ export async function loadTagBitmaps(
 ): Promise<Map<string, TagBitmap>> {
   const bitmaps = new Map(tags.map((tag) => [tag, new TagBitmap()]));
   if (tags.length === 0) return bitmaps;
+  const cache = cacheOf(db);
+  const cached = new Map([...bitmaps.keys()].map((tag) => [tag, cache.tag(workspaceId, resourceType, tag)]));
+  // What this read holds, fixed before it asks: other reads may change the cache meanwhile.
+  const heldWords = new Map<string, Uint32Array>();
+  for (const [tag, chunks] of cached) for (const [chunk, { version, words }] of chunks) heldWords.set(heldKey(tag, chunk, version), words);
+  const held = [...heldWords.keys()];
+
+  const postgres = dialectOfDb(db) === 'postgres';
   const tagList = sql.join([...bitmaps.keys()]);
+  const heldTest = postgres
+    ? sql`(tag || '|' || chunk::text || '|' || version::text) = any(${held}::text[])`
+    : sql`(tag || '|' || chunk || '|' || version) in (select value from json_each(${JSON.stringify(held)}))`;
   const { rows } = await sql<BitmapOrChange>`
-    select tag, chunk, bits, null as seq, null as present, null as id
+    select tag, chunk, version, case when ${heldTest} then null else bits end as bits, null as seq, null as present, null as id
       from tag_bitmaps where workspace_id = ${workspaceId} and resource_type = ${resourceType} and tag in (${tagList})
     union all
-    select tag, null, null, seq, present, id
+    select tag, null, null, null, seq, present, id
       from record_tag_changes where workspace_id = ${workspaceId} and resource_type = ${resourceType} and tag in (${tagList})`.execute(db);
+
   const changes: BitmapOrChange[] = [];
+  const stored = new Map([...bitmaps.keys()].map((tag) => [tag, new Set<number>()]));
   for (const row of rows) {
-    if (row.bits !== null) bitmaps.get(row.tag)!.chunks.set(Number(row.chunk), decodeChunk(row.bits));
-    else changes.push(row);
+    if (row.chunk === null) {
+      changes.push(row);
+      continue;
+    }
+    const chunk = Number(row.chunk);
+    const chunks = cached.get(row.tag)!;
+    let words: Uint32Array;
+    if (row.bits === null) words = heldWords.get(heldKey(row.tag, chunk, Number(row.version)))!;
+    else {
+      words = decodeChunk(row.bits);
+      chunks.set(chunk, { version: Number(row.version), words });
+    }
+    bitmaps.get(row.tag)!.chunks.set(chunk, words);
+    stored.get(row.tag)!.add(chunk);
   }
+  // Chunks the store no longer has (emptied by a fold) leave the cache.
+  for (const [tag, chunks] of cached) for (const chunk of chunks.keys()) if (!stored.get(tag)!.has(chunk)) chunks.delete(chunk);
+  cache.settle();
+
+  // Changes not folded yet, in log order, on copies: the cached words are shared.
   changes.sort((a, b) => Number(a.id) - Number(b.id));
-  for (const change of changes) bitmaps.get(change.tag)!.set(Number(change.seq), change.present === 1);
+  const copied = new Set<Uint32Array>();
+  for (const change of changes) {
+    const bitmap = bitmaps.get(change.tag)!;
+    const seq = Number(change.seq);
+    const chunk = Math.floor(seq / CHUNK_BITS);
+    const words = bitmap.chunks.get(chunk);
+    if (words && !copied.has(words)) {
+      const copy = words.slice();
+      bitmap.chunks.set(chunk, copy);
+      copied.add(copy);
+    }
+    bitmap.set(seq, change.present === 1);
+    const created = bitmap.chunks.get(chunk);
+    if (created) copied.add(created);
+  }
   return bitmaps;
+}
+
+function heldKey(tag: string, chunk: number, version: number): string {
+  return `${tag}|${chunk}|${version}`;
 }
 
 /** A key no other part of the service uses for a PostgreSQL advisory lock: one folder at a time. */
@@ -131,22 +198,23 @@ async function foldGroup(tx: DbOrTx, group: BitmapGroup): Promise<void> {
   const bitmaps = new Map(tags.map((tag) => [tag, new TagBitmap()]));
   for (const row of stored) bitmaps.get(row.tag)!.chunks.set(row.chunk, decodeChunk(row.bits));
 
-  const writes: { workspace_id: string; resource_type: ResourceType; tag: string; chunk: number; bits: Buffer }[] = [];
+  const writes: { workspace_id: string; resource_type: ResourceType; tag: string; chunk: number; bits: Buffer; version: number }[] = [];
   const emptied: { tag: string; chunk: number }[] = [];
   for (const [tag, list] of group.byTag) {
     const bitmap = bitmaps.get(tag)!;
-    const changedChunks = new Set<number>();
+    // chunk → the id of the last change folded into it: the chunk's new version
+    const changedChunks = new Map<number, number>();
     for (const change of list) {
       const seq = Number(change.seq);
       bitmap.set(seq, change.present === 1);
-      changedChunks.add(Math.floor(seq / CHUNK_BITS));
+      changedChunks.set(Math.floor(seq / CHUNK_BITS), Number(change.id));
     }
-    for (const chunk of changedChunks) {
+    for (const [chunk, version] of changedChunks) {
       const words = bitmap.chunks.get(chunk);
       const bytes = words ? encodeChunk(words) : null;
       if (bytes) {
         const bits = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-        writes.push({ workspace_id: group.workspaceId, resource_type: group.resourceType, tag, chunk, bits });
+        writes.push({ workspace_id: group.workspaceId, resource_type: group.resourceType, tag, chunk, bits, version });
       } else emptied.push({ tag, chunk });
     }
   }
@@ -155,7 +223,9 @@ async function foldGroup(tx: DbOrTx, group: BitmapGroup): Promise<void> {
       .insertInto('tag_bitmaps')
       .values(writes.slice(i, i + WRITE_BATCH))
       .onConflict((oc) =>
-        oc.columns(['workspace_id', 'resource_type', 'tag', 'chunk']).doUpdateSet((eb) => ({ bits: eb.ref('excluded.bits') })),
+        oc
+          .columns(['workspace_id', 'resource_type', 'tag', 'chunk'])
+          .doUpdateSet((eb) => ({ bits: eb.ref('excluded.bits'), version: eb.ref('excluded.version') })),
       )
       .execute();
   }

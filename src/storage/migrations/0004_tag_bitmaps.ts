@@ -45,6 +45,10 @@ export async function up(db: Kysely<unknown>): Promise<void> {
     .addColumn('tag', 'text', (c) => c.notNull())
     .addColumn('chunk', 'integer', (c) => c.notNull())
     .addColumn('bits', postgres ? 'bytea' : 'blob', (c) => c.notNull())
+    // The id of the last change folded into the chunk: changes with every rewrite and never comes
+    // back (each change is folded once), so a reader that holds a chunk of this version can skip
+    // reading its bits again.
+    .addColumn('version', 'bigint', (c) => c.notNull())
     .addPrimaryKeyConstraint('tag_bitmaps_pk', ['workspace_id', 'resource_type', 'tag', 'chunk'])
     .execute();
 
