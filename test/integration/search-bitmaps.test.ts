@@ -234,7 +234,8 @@ describeEachStore('search from tag bitmaps', (env) => {
 describeEachStore('tag bitmaps of records stored before they existed', (env) => {
   it('migration 0004 logs every existing record and tag, and search then counts them', async () => {
     const store = await freshStore(env.kind);
-    const { db } = openStore(store.databaseUrl, store.storeOptions);
+    const opened = openStore(store.databaseUrl, store.storeOptions);
+    const db = opened.db;
     try {
       const migrationTableSchema =
         env.kind === 'postgres' ? (await sql<{ s: string }>`select current_schema() as s`.execute(db)).rows[0].s : undefined;
@@ -258,7 +259,9 @@ describeEachStore('tag bitmaps of records stored before they existed', (env) => 
       const rows = await db.selectFrom('records').select(['seq', 'id']).orderBy('seq').execute();
       expect(rows.map((row) => row.id)).toEqual([...rows.map((row) => row.id)].sort());
     } finally {
-      await db.destroy();
+      // close(), not db.destroy(): on SQLite it also stops the checkpointer thread, which would
+      // otherwise still hold the file while its folder is removed.
+      await opened.close();
       await store.dispose();
     }
   });
