@@ -13,8 +13,9 @@
 import { endianness } from 'node:os';
 
 export const CHUNK_BITS = 65_536;
+export const CHUNK_BYTES = CHUNK_BITS / 8;
 const WORDS = CHUNK_BITS / 32;
-const DENSE_BYTES = CHUNK_BITS / 8;
+const DENSE_BYTES = CHUNK_BYTES;
 /** From this many positions on, a chunk is stored as bits (the same rule as roaring bitmaps). */
 const DENSE_FROM = 4_096;
 const LITTLE_ENDIAN = endianness() === 'LE';
@@ -95,20 +96,21 @@ export function intersect(universe: TagBitmap, all: readonly TagBitmap[], none: 
   return result;
 }
 
+/** A chunk's 8,192 bytes of bits, little-endian (bit n is bit n % 8 of byte n / 8). */
+export function chunkBytes(words: Uint32Array): Uint8Array {
+  if (LITTLE_ENDIAN) return new Uint8Array(words.buffer, words.byteOffset, DENSE_BYTES);
+  const bytes = new Uint8Array(DENSE_BYTES);
+  const view = new DataView(bytes.buffer);
+  for (let w = 0; w < WORDS; w++) view.setUint32(w * 4, words[w], true);
+  return bytes;
+}
+
 /** A chunk as stored, or null when it holds no position (its row is then deleted). */
 export function encodeChunk(words: Uint32Array): Uint8Array | null {
   const count = countWords(words);
   if (count === 0) return null;
   if (count === CHUNK_BITS) return new Uint8Array(0);
-  if (count >= DENSE_FROM) {
-    const bytes = new Uint8Array(DENSE_BYTES);
-    if (LITTLE_ENDIAN) bytes.set(new Uint8Array(words.buffer, words.byteOffset, DENSE_BYTES));
-    else {
-      const view = new DataView(bytes.buffer);
-      for (let w = 0; w < WORDS; w++) view.setUint32(w * 4, words[w], true);
-    }
-    return bytes;
-  }
+  if (count >= DENSE_FROM) return chunkBytes(words).slice();
   const bytes = new Uint8Array(count * 2);
   const view = new DataView(bytes.buffer);
   let at = 0;
