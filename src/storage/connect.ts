@@ -1,10 +1,11 @@
 import BetterSqlite3 from 'better-sqlite3';
-import { Kysely, PostgresDialect, SqliteDialect } from 'kysely';
+import { Kysely, SqliteDialect } from 'kysely';
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import pg from 'pg';
 import type { Database, Db } from './database.js';
 import { withStatementCache } from './sqlite-statement-cache.js';
+import { SchemaScopedPostgresDialect } from './schema-scoped-dialect.js';
 import { FALLBACK_AUTOCHECKPOINT_PAGES, startCheckpointer } from './sqlite-checkpointer.js';
 
 export type Dialect = 'sqlite' | 'postgres';
@@ -92,7 +93,7 @@ function openPostgres(databaseUrl: string, options: StoreOptions): Store {
   });
   // An idle client that loses its server must not crash the process; the next query reconnects.
   pool.on('error', () => undefined);
-  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
+  const db = new Kysely<Database>({ dialect: new SchemaScopedPostgresDialect({ pool }) });
   postgresPools.set(db, pool);
   return { db, dialect: 'postgres', close: () => db.destroy() };
 }

@@ -17,23 +17,7 @@ export async function migrateToLatest(db: Db, dialect: 'sqlite' | 'postgres'): P
     migrationTableSchema = result.rows[0]?.schema;
   }
   const migrator = new Migrator({ db, provider, migrationTableSchema });
-  for (let attempt = 1; ; attempt++) {
-    const { error, results } = await migrator.migrateToLatest();
-    if (!error) return results ?? [];
-    if (attempt < SCHEMA_RACE_ATTEMPTS && isSchemaDroppedMeanwhile(error)) continue;
-    throw error instanceof Error ? error : new Error(String(error));
-  }
-}
-
-const SCHEMA_RACE_ATTEMPTS = 5;
-
-/**
- * Before it takes its lock, Kysely's migrator asks whether its tables exist by listing the tables
- * of every schema in the database. If another schema is dropped during that listing (another
- * carepath schema being removed, as test files do when they finish), PostgreSQL answers
- * "schema … does not exist" (SQLSTATE 3F000) for a schema that is not ours. Nothing has been
- * changed at that point, so asking again is safe.
- */
-function isSchemaDroppedMeanwhile(error: unknown): boolean {
-  return typeof error === 'object' && error !== null && (error as { code?: unknown }).code === '3F000';
+  const { error, results } = await migrator.migrateToLatest();
+  if (error) throw error instanceof Error ? error : new Error(String(error));
+  return results ?? [];
 }
