@@ -5,7 +5,7 @@
 import type { Config } from './config.js';
 import { systemClock, type Clock } from './lib/clock.js';
 import { createLogger, type Logger } from './lib/logger.js';
-import { openStore, type Store, type StoreOptions } from './storage/connect.js';
+import { openStore, type Dialect, type Store, type StoreOptions } from './storage/connect.js';
 import type { Db } from './storage/database.js';
 import { migrateToLatest } from './storage/migrate.js';
 import { MemoryRateLimiter, PostgresRateLimiter, type RateLimiter } from './http/rate-limit/rate-limiter.js';
@@ -38,7 +38,16 @@ export interface Container {
  * The parts every background worker takes from the container (the run engine and the delivery
  * processor add their own on top), picked in one place.
  */
-export function workerBasics(container: Container) {
+export interface WorkerBasics {
+  db: Db;
+  dialect: Dialect;
+  clock: Clock;
+  logger: Logger;
+  signals: WorkSignals;
+  runCreator: RunCreator;
+}
+
+export function workerBasics(container: Container): WorkerBasics {
   return {
     db: container.db,
     dialect: container.store.dialect,

@@ -3,16 +3,10 @@
  * worker, the executor's shell and the automations take plain arguments (and tests can build
  * them with other settings, e.g. fast retries).
  */
-import { workerBasics, type Container } from '../container.js';
-import type { Clock } from '../lib/clock.js';
-import type { Logger } from '../lib/logger.js';
-import type { WorkSignals } from '../lib/work-signals.js';
+import { workerBasics, type Container, type WorkerBasics } from '../container.js';
 import type { TriggerForFireResolver } from '../modules/triggers/trigger.repository.js';
-import type { Dialect } from '../storage/connect.js';
-import type { Db } from '../storage/database.js';
 import { createAllowList, type AllowList } from './outbound/allow-list.js';
 import { DEFAULT_BACKOFF, type BackoffPolicy } from './outbound/backoff.js';
-import type { RunCreator } from './run-creator.js';
 
 export interface OutboundSettings {
   allow: AllowList;
@@ -21,13 +15,7 @@ export interface OutboundSettings {
   timeoutMs: number;
 }
 
-export interface EngineServices {
-  db: Db;
-  dialect: Dialect;
-  clock: Clock;
-  logger: Logger;
-  signals: WorkSignals;
-  runCreator: RunCreator;
+export interface EngineServices extends WorkerBasics {
   triggers: TriggerForFireResolver;
   outbound: OutboundSettings;
 }

@@ -10,7 +10,7 @@ import { signPayload } from '../../src/ingestion/signature.js';
 import { createFhirValidator, type FhirValidator } from '../../src/ingestion/fhir-validate.js';
 import { DeliveryProcessor, type DeliveryProcessorOptions } from '../../src/modules/deliveries/delivery-processor.js';
 import { Scheduler } from '../../src/modules/scheduling/scheduler.js';
-import type { Container } from '../../src/container.js';
+import { workerBasics, type Container } from '../../src/container.js';
 import { simpleBlueprint, type TestEnv, type TestWorkspace } from './test-env.js';
 import { SYNTHEA_FIXTURES } from './shared-files.js';
 
@@ -84,20 +84,13 @@ export function validator(): FhirValidator {
 export function processorFor(env: TestEnv, options: DeliveryProcessorOptions = {}): DeliveryProcessor {
   const c = env.container;
   return new DeliveryProcessor(
-    { db: c.db, dialect: c.store.dialect, clock: c.clock, logger: c.logger, signals: c.signals, runCreator: c.runCreator, validator: validator() },
+    { ...workerBasics(c), validator: validator() },
     options,
   );
 }
 
 export function schedulerFor(container: Container): Scheduler {
-  return new Scheduler({
-    db: container.db,
-    dialect: container.store.dialect,
-    runCreator: container.runCreator,
-    clock: container.clock,
-    logger: container.logger,
-    now: () => container.clock.now(),
-  });
+  return new Scheduler({ ...workerBasics(container), now: () => container.clock.now() });
 }
 
 /** Delivers, expects the 202, and processes everything waiting. */

@@ -13,12 +13,7 @@
  */
 import { hostname } from 'node:os';
 import { performance } from 'node:perf_hooks';
-import type { Db } from '../../storage/database.js';
-import type { Dialect } from '../../storage/connect.js';
-import type { Clock } from '../../lib/clock.js';
-import type { Logger } from '../../lib/logger.js';
-import type { WorkSignals } from '../../lib/work-signals.js';
-import type { RunCreator } from '../../engine/run-creator.js';
+import type { WorkerBasics } from '../../container.js';
 import { uuidv4 } from '../../lib/ids.js';
 import type { FhirValidator } from '../../ingestion/fhir-validate.js';
 import { createPlannedRuns, sweepPlannedRuns, DEFAULT_PLAN_LEASE_MS, type RunStarterDeps } from '../events/planned-runs.js';
@@ -36,13 +31,7 @@ import {
 import { parsedHandoffFor, type ParsedHandoff } from './parsed-handoff.js';
 import { deliverWakes, sweepPendingWakes } from './event-wake.js';
 
-export interface DeliveryProcessorDeps {
-  db: Db;
-  dialect: Dialect;
-  clock: Clock;
-  logger: Logger;
-  signals: WorkSignals;
-  runCreator: RunCreator;
+export interface DeliveryProcessorDeps extends WorkerBasics {
   validator: FhirValidator;
 }
 

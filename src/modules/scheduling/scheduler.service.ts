@@ -4,23 +4,14 @@
  * several never runs a tick twice.
  */
 import type { BackgroundService } from '../../background.js';
+import { workerBasics } from '../../container.js';
 import { Scheduler, type SchedulerOptions } from './scheduler.js';
 
 export function schedulerService(options: SchedulerOptions = {}): BackgroundService {
   return {
     name: 'scheduler',
     async start(container) {
-      const scheduler = new Scheduler(
-        {
-          db: container.db,
-          dialect: container.store.dialect,
-          runCreator: container.runCreator,
-          clock: container.clock,
-          logger: container.logger,
-          now: () => container.clock.now(),
-        },
-        options,
-      );
+      const scheduler = new Scheduler({ ...workerBasics(container), now: () => container.clock.now() }, options);
       scheduler.start();
       return { stop: () => scheduler.stop() };
     },
