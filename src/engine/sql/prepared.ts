@@ -10,8 +10,9 @@
  * Statements use `?` placeholders; on PostgreSQL they become `$1…$n`. No statement here has a
  * `?` anywhere else (no string literals with `?`, no jsonb `?` operators).
  */
-import { CompiledQuery, PostgresAdapter } from 'kysely';
+import { CompiledQuery } from 'kysely';
 import type { DbOrTx } from '../../storage/database.js';
+import { dialectOfDb } from '../../storage/dialect.js';
 
 export interface SqlResult<R> {
   rows: R[];
@@ -20,7 +21,7 @@ export interface SqlResult<R> {
 }
 
 export async function runSql<R = never>(db: DbOrTx, text: string, params: readonly unknown[]): Promise<SqlResult<R>> {
-  const postgres = db.getExecutor().adapter instanceof PostgresAdapter;
+  const postgres = dialectOfDb(db) === 'postgres';
   const result = await db.executeQuery<R>(CompiledQuery.raw(postgres ? numbered(text) : text, params as unknown[]));
   return { rows: result.rows, changed: Number(result.numAffectedRows ?? 0) };
 }
