@@ -65,17 +65,16 @@ export async function keyRevoke(container: Container, args: { keyId: string }): 
   const found =
     isUuid(args.keyId) &&
     (await container.db.transaction().execute(async (tx) => {
-      const key = await tx.selectFrom('api_keys').select(['workspace_id', 'tenant_id', 'revoked_at']).where('id', '=', args.keyId).executeTakeFirst();
-      if (!key) return false;
+      const revoked = await revokeKey(tx, args.keyId, at);
       // Revoking a revoked key changes nothing and records nothing.
-      if (key.revoked_at) return true;
-      await revokeKey(tx, args.keyId, at);
-      await auditAdminChange(tx, { id: key.workspace_id, tenant_id: key.tenant_id }, container.config.environment, at, {
-        action: 'key.revoke',
-        resourceType: 'key',
-        resourceId: args.keyId,
-      });
-      return true;
+      if (revoked?.revokedNow) {
+        await auditAdminChange(tx, revoked.workspace, container.config.environment, at, {
+          action: 'key.revoke',
+          resourceType: 'key',
+          resourceId: args.keyId,
+        });
+      }
+      return revoked !== undefined;
     }));
   if (!found) throw new CommandError(`no key has the id "${args.keyId}"`);
   return { keyId: args.keyId, revoked: true };

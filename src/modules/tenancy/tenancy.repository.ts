@@ -69,13 +69,21 @@ export async function issueKey(
 }
 
 /** Returns false when no such key exists; revoking twice keeps the first revocation time. */
-export async function revokeKey(db: DbOrTx, keyId: string, at: string): Promise<boolean> {
-  const row = await db.selectFrom('api_keys').select(['id', 'revoked_at']).where('id', '=', keyId).executeTakeFirst();
-  if (!row) return false;
+/**
+ * Revokes a key. Undefined when no key has the id; else the key's workspace and whether this call
+ * revoked it (false: it was revoked already, and nothing changed).
+ */
+export async function revokeKey(
+  db: DbOrTx,
+  keyId: string,
+  at: string,
+): Promise<{ workspace: { id: string; tenant_id: string }; revokedNow: boolean } | undefined> {
+  const row = await db.selectFrom('api_keys').select(['workspace_id', 'tenant_id', 'revoked_at']).where('id', '=', keyId).executeTakeFirst();
+  if (!row) return undefined;
   if (!row.revoked_at) {
     await db.updateTable('api_keys').set({ revoked_at: at }).where('id', '=', keyId).execute();
   }
-  return true;
+  return { workspace: { id: row.workspace_id, tenant_id: row.tenant_id }, revokedNow: !row.revoked_at };
 }
 
 export async function listKeys(db: DbOrTx, workspaceId: string) {
