@@ -10,6 +10,7 @@
  *   bitmap, stop once `offset + limit` are found (cheap when matches are common);
  * - fetch: read exactly the matching records and let the store sort them (cheap when they are rare).
  * Both let the store compare the sort keys, so paging follows the store's collation either way.
+ * On PostgreSQL the walk runs in the store, in the same statement that reads the hits.
  */
 import { sql } from 'kysely';
 import type { DbOrTx } from '../../storage/database.js';
@@ -133,8 +134,7 @@ async function walkInStore(
     select r.seq, r.id, r.ext_id, r.name, r.resource_type, t.tag
     from page join records r on r.seq = page.seq left join record_tags t on t.record_id = r.id
     order by r.${column} ${direction}, r.id ${direction}, t.tag`.execute(db);
-  const hits = hitsOf(rows);
-  return [...hits.values()];
+  return [...hitsOf(rows).values()];
 }
 
 /**

@@ -75,7 +75,6 @@ export async function loadTagBitmaps(
       from record_tag_changes where workspace_id = ${workspaceId} and resource_type = ${resourceType} and tag in (${tagList})`.execute(db);
 
   const changes: BitmapOrChange[] = [];
-  const stored = new Map([...bitmaps.keys()].map((tag) => [tag, new Set<number>()]));
   for (const row of rows) {
     if (row.chunk === null) {
       changes.push(row);
@@ -90,10 +89,9 @@ export async function loadTagBitmaps(
       chunks.set(chunk, { version: Number(row.version), words });
     }
     bitmaps.get(row.tag)!.chunks.set(chunk, words);
-    stored.get(row.tag)!.add(chunk);
   }
   // Chunks the store no longer has (emptied by a fold) leave the cache.
-  for (const [tag, chunks] of cached) for (const chunk of chunks.keys()) if (!stored.get(tag)!.has(chunk)) chunks.delete(chunk);
+  for (const [tag, chunks] of cached) for (const chunk of chunks.keys()) if (!bitmaps.get(tag)!.chunks.has(chunk)) chunks.delete(chunk);
   cache.settle();
 
   // Changes not folded yet, in log order, on copies: the cached words are shared.
