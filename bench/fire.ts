@@ -7,7 +7,7 @@ import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import type autocannon from 'autocannon';
 import type { BenchSuite } from './reporter.js';
-import { benchStore, load, startServer, POSTGRES_URL, type BenchStore } from './harness.js';
+import { benchStore, load, startServer, threadCpuMs, POSTGRES_URL, type BenchStore } from './harness.js';
 import { ensureTenant, createWorkspace, issueKey } from '../src/modules/tenancy/tenancy.repository.js';
 import { importBlueprint } from '../src/modules/diagrams/diagram.repository.js';
 import { createTrigger } from '../src/modules/triggers/trigger.service.js';
@@ -15,6 +15,10 @@ import { systemContext } from '../src/auth/context.js';
 
 const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 8);
 const CONNECTIONS = 50;
+/** BENCH_FIRE_STORES=sqlite (or postgres) measures one store only. */
+const FIRE_STORES = (process.env.BENCH_FIRE_STORES ?? 'sqlite,postgres')
+  .split(',')
+  .filter((kind): kind is 'sqlite' | 'postgres' => kind === 'sqlite' || kind === 'postgres');
 
 async function seedWebTrigger(store: BenchStore): Promise<{ key: string; triggerId: string }> {
   const container = await store.open();
@@ -69,9 +73,13 @@ async function fireLoad(store: BenchStore) {
     ],
   };
   await load({ ...options, duration: 2 });
+  const before = threadCpuMs(server.pid);
   const result = await load({ ...options, duration: DURATION_S, connections: CONNECTIONS });
+  const after = threadCpuMs(server.pid);
   await server.stop();
-  return result;
+  const requests = result.requestsPerSecond * DURATION_S;
+  const cpuPerRequest = [...after].map(([thread, ms]) => [thread, ((ms - (before.get(thread) ?? 0)) * 1000) / requests] as const);
+  return { ...result, cpuPerRequest };
 }
 
 /** 50 clients, each inserting one row per statement as fast as it can, for the bench duration. */
@@ -119,12 +127,15 @@ const suite: BenchSuite = async (reporter) => {
   await bareServer.stop();
   reporter.figure('bare Fastify route', bare.requestsPerSecond, 'req/s');
 
-  for (const kind of ['sqlite', 'postgres'] as const) {
+  for (const kind of FIRE_STORES) {
     const store = await benchStore(kind);
     const fire = await fireLoad(store);
     reporter.figure(`fire on ${kind}`, fire.requestsPerSecond, 'req/s');
     reporter.figure(`fire on ${kind} latency p50`, fire.p50, 'ms');
     reporter.figure(`fire on ${kind} latency p99`, fire.p99, 'ms');
+    for (const [thread, us] of fire.cpuPerRequest.filter(([, us]) => us >= 1).sort((a, b) => b[1] - a[1])) {
+      reporter.figure(`fire on ${kind}: server CPU per request, thread ${thread}`, us, 'µs');
+    }
     if (fire.non2xx || fire.errors) reporter.note(`fire on ${kind}: ${fire.non2xx} non-2xx answers, ${fire.errors} errors`);
     reporter.ratio(`fire on ${kind} ÷ bare route`, fire.requestsPerSecond, bare.requestsPerSecond, kind === 'sqlite' ? '≥ 0.20' : undefined);
     if (kind === 'postgres') {

@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createInterface } from 'node:readline';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
@@ -59,6 +59,7 @@ export async function benchStore(kind: 'sqlite' | 'postgres'): Promise<BenchStor
 
 export interface ServerProcess {
   port: number;
+  pid: number;
   stop(): Promise<void>;
 }
 
@@ -77,6 +78,7 @@ export async function startServer(script: string, env: Record<string, string> = 
   });
   return {
     port,
+    pid: child.pid!,
     stop: () =>
       new Promise((resolve) => {
         child.once('exit', () => resolve());
@@ -84,6 +86,34 @@ export async function startServer(script: string, env: Record<string, string> = 
         setTimeout(() => child.kill('SIGKILL'), 5000).unref();
       }),
   };
+}
+
+/**
+ * CPU time (ms) each thread of a process has used so far, by thread name, from /proc (Linux;
+ * empty elsewhere). Two readings around a load give each thread's CPU per request, a figure
+ * that holds up better than requests/s when something else shares the machine.
+ */
+export function threadCpuMs(pid: number): Map<string, number> {
+  const byName = new Map<string, number>();
+  const ticksPerMs = 100 / 1000; // USER_HZ
+  let tids: string[];
+  try {
+    tids = readdirSync(`/proc/${pid}/task`);
+  } catch {
+    return byName;
+  }
+  for (const tid of tids) {
+    try {
+      const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+      const name = tid === String(pid) ? 'main' : `${stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'))} ${tid}`;
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      const ms = (Number(fields[11]) + Number(fields[12])) / ticksPerMs;
+      byName.set(name, (byName.get(name) ?? 0) + ms);
+    } catch {
+      // The thread ended between the listing and the read.
+    }
+  }
+  return byName;
 }
 
 export interface LoadResult {

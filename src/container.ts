@@ -97,6 +97,7 @@ export async function createContainer(config: Config, options: ContainerOptions 
     triggersForFire: new TriggerForFireResolver(store.db),
     async close() {
       await keyUsage.flush();
+      await runCreator.close();
       await store.close();
     },
   };

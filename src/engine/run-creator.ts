@@ -72,14 +72,34 @@ export class RunCreator {
     this.concurrency = options.concurrency ?? 1;
     if (options.dialect === 'postgres') {
       this.write = (runs) => writeBatchOnPostgres(this.db, runs);
+      this.closeWriter = async () => undefined;
+      this.warmWriter = () => undefined;
     } else {
       const sqlite = sqliteBatchWriter(this.db);
       if (!sqlite) throw new Error('RunCreator needs a SQLite store opened by storage/connect.ts');
-      this.write = sqlite;
+      this.write = (runs) => sqlite.write(runs);
+      this.closeWriter = () => sqlite.close();
+      this.warmWriter = () => sqlite.warm();
     }
   }
 
   private readonly write: (runs: PreparedRun[]) => Promise<CreateOutcome[]>;
+  private readonly closeWriter: () => Promise<void>;
+  private readonly warmWriter: () => void;
+  private idle: (() => void)[] = [];
+
+  /** Gets the writer ready ahead of the first run (SQLite: starts its thread). */
+  warm(): void {
+    this.warmWriter();
+  }
+
+  /** Waits for the batches in flight and the queue, then releases the writer (SQLite: its thread). */
+  async close(): Promise<void> {
+    while (this.inFlight > 0 || this.queue.length > 0) {
+      await new Promise<void>((resolve) => this.idle.push(resolve));
+    }
+    await this.closeWriter();
+  }
 
   create(run: PreparedRun): Promise<CreateOutcome> {
     return new Promise((resolve, reject) => {
@@ -111,6 +131,7 @@ export class RunCreator {
     } finally {
       this.inFlight--;
       this.schedule();
+      if (this.inFlight === 0 && this.queue.length === 0) for (const resolve of this.idle.splice(0)) resolve();
     }
   }
 }

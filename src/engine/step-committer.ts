@@ -14,49 +14,22 @@
  * UPDATE (lease current, and `running` when a step starts), and its remaining statements are
  * made only when that row passed. A write whose effect may ask for a new plan (the end of an
  * event wait by timeout) is committed alone, so rolling it back never touches another run.
+ *
+ * On PostgreSQL a batch of plain writes (rows only: no effect, nothing else to close) is one
+ * statement, not a transaction of seven (step-commit-postgres.ts); a batch with any other write
+ * takes the transaction below.
  */
-import type { Db, DbOrTx, RunStepTable } from '../storage/database.js';
+import type { Db, DbOrTx } from '../storage/database.js';
+import { postgresPoolOf } from '../storage/connect.js';
 import type { RunStatus } from './run-status.js';
 import { swapStatusTags } from './run-transitions.js';
-import type { Lease } from './sql/lease.js';
+import { commitPlainWritesOnPostgres } from './step-commit-postgres.js';
+import { guardOf, isPlainWrite, type StepWrite } from './step-write.js';
 import { interruptWaits } from './sql/interrupt-waits.js';
 import { finishStepRow, insertSteps, interruptStepRow } from './sql/step-rows.js';
 import { memoText, repeatRows, runSql } from './sql/prepared.js';
 
-export interface StepFinish {
-  at: string;
-  outcome: string;
-  output: string | null;
-  error: string | null;
-}
-
-export interface StepWrite {
-  lease: Lease;
-  at: string;
-  /**
-   * The run's status as its worker knows it: `scheduled` for the first write after a claim,
-   * which also moves the run to `running` (or straight to its end).
-   */
-  from: 'scheduled' | 'running';
-  /** The run's progress after this write (engine_state JSON). */
-  state: string;
-  /** A step may start only while the run is `running`; recording a call's outcome needs only the lease. */
-  requireRunning: boolean;
-  /** Ends the run, with its lease. */
-  end?: { status: RunStatus; error: { message: string; nodeId: string } | null };
-  /** A step row to insert (a step starting, or a local step whole). */
-  insertStep?: RunStepTable;
-  /** A step row that finishes now (a call's outcome, a wait woken). */
-  finishStep?: { stepId: string; finish: StepFinish };
-  /** The open attempt of a call that is being made again. */
-  interruptStep?: string;
-  /** The run ends while other branches still have steps open: close them, drop their event waits. */
-  closeOpenSteps?: boolean;
-  /** The step's own database writes (tags, event waits). */
-  effect?: (tx: DbOrTx, at: string) => Promise<void>;
-  /** The effect may throw to ask for a new plan: commit this write on its own. */
-  alone?: boolean;
-}
+export type { StepFinish, StepWrite } from './step-write.js';
 
 interface Pending {
   write: StepWrite;
@@ -97,7 +70,8 @@ export class StepCommitter {
     const batch = takeBatch(this.queue, this.options.maxBatch ?? 200);
     this.inFlight++;
     try {
-      const applied = await this.db.transaction().execute((tx) => commitWrites(tx, batch.map((p) => p.write)));
+      const writes = batch.map((p) => p.write);
+      const applied = await commitBatch(this.db, writes);
       batch.forEach((pending) => pending.resolve(applied.has(pending.write.lease.runId)));
     } catch (error) {
       for (const pending of batch) pending.reject(error);
@@ -113,6 +87,17 @@ function takeBatch(queue: Pending[], max: number): Pending[] {
   if (queue[0].write.alone) return queue.splice(0, 1);
   const end = queue.findIndex((pending, i) => i >= max || pending.write.alone);
   return queue.splice(0, end === -1 ? queue.length : end);
+}
+
+/**
+ * Commits writes of several runs together, the cheapest way the store allows: on PostgreSQL a
+ * batch of plain writes in one statement, any other batch in one transaction. Answers the runs
+ * whose guard passed.
+ */
+export async function commitBatch(db: Db, writes: StepWrite[]): Promise<Set<string>> {
+  const pool = postgresPoolOf(db);
+  if (pool && writes.every(isPlainWrite)) return commitPlainWritesOnPostgres(pool, writes);
+  return db.transaction().execute((tx) => commitWrites(tx, writes));
 }
 
 /** Writes of several runs in one transaction; answers the runs whose guard passed. */
@@ -145,7 +130,7 @@ export async function commitWrites(tx: DbOrTx, writes: StepWrite[]): Promise<Set
 }
 
 function statusAfter(write: StepWrite): RunStatus {
-  return write.end ? write.end.status : 'running';
+  return guardOf(write).to;
 }
 
 /**
@@ -163,10 +148,8 @@ function statusAfter(write: StepWrite): RunStatus {
 async function guardedUpdate(tx: DbOrTx, writes: StepWrite[]): Promise<Set<string>> {
   const params: unknown[] = [];
   for (const write of writes) {
-    const to = statusAfter(write);
-    const checkStatus = write.requireRunning || to !== write.from ? 1 : 0;
-    const error = write.end?.error ? JSON.stringify(write.end.error) : null;
-    params.push(write.lease.runId, write.lease.fence, write.state, write.from, to, checkStatus, write.end ? 1 : 0, error, write.at);
+    const { to, checkStatus, ends, error } = guardOf(write);
+    params.push(write.lease.runId, write.lease.fence, write.state, write.from, to, checkStatus, ends, error, write.at);
   }
   params.push(writes[0].lease.owner);
   const text = memoText(guardedUpdateTexts, writes.length, () => guardedUpdateText(writes.length));

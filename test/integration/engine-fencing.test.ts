@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { describeEachStore } from '../helpers/test-env.js';
-import { chain, fire, getRun, getSteps, testWorker, webTriggerFor } from '../helpers/engine-harness.js';
+import { chain, fire, getRun, getSteps, recordTags, testWorker, webTriggerFor } from '../helpers/engine-harness.js';
 import { LedgerServer } from '../helpers/ledger-server.js';
 import { claimRuns } from '../../src/engine/sql/claim-runs.js';
-import { commitWrites, type StepWrite } from '../../src/engine/step-committer.js';
+import { commitBatch, type StepWrite } from '../../src/engine/step-committer.js';
 import type { Lease } from '../../src/engine/sql/lease.js';
 import { releaseRun } from '../../src/engine/sql/release-run.js';
 import { extendLeases } from '../../src/engine/sql/extend-leases.js';
@@ -22,11 +22,12 @@ async function until(check: () => boolean, what: string): Promise<void> {
 }
 
 describeEachStore('engine: leases and fencing', (env) => {
-  /** One guarded write, as a worker commits it; answers whether it was applied. */
+  /**
+   * One guarded write, as a worker commits it (on PostgreSQL a plain write takes the one-statement
+   * commit, any other the transaction); answers whether it was applied.
+   */
   const write = async (lease: Lease, extra: Partial<StepWrite> = {}) => {
-    const applied = await env.db.transaction().execute((tx) =>
-      commitWrites(tx, [{ lease, at: new Date().toISOString(), from: 'running', state: '{"v":1}', requireRunning: true, ...extra }]),
-    );
+    const applied = await commitBatch(env.db, [{ lease, at: new Date().toISOString(), from: 'running', state: '{"v":1}', requireRunning: true, ...extra }]);
     return applied.has(lease.runId);
   };
   const stepRow = (runId: string, id: string) => ({
@@ -76,6 +77,35 @@ describeEachStore('engine: leases and fencing', (env) => {
     expect(await setRunStatus(db, { runId, from: 'running', to: 'completed', at: now, endLease: current })).toBe(true);
     const row = await db.selectFrom('runs').select(['automation_status', 'lease_owner']).where('id', '=', runId).executeTakeFirstOrThrow();
     expect(row).toEqual({ automation_status: 'completed', lease_owner: null });
+  });
+
+  it('a batch commits each run on its own guard: the run that passed moves, with its step and status tag; the stale one writes nothing', async () => {
+    const ws = await env.workspace();
+    const { triggerId } = await webTriggerFor(ws, oneSet);
+    const [passing, stale] = [await fire(ws, triggerId), await fire(ws, triggerId)];
+    const now = new Date().toISOString();
+    const rows = await claimRuns(env.db, env.kind, { owner: 'worker-a', now, leaseUntil: addMs(now, 60_000), limit: 100 });
+    const fenceOf = (runId: string) => rows.find((row) => row.id === runId)!.lease_fence;
+    const at = addMs(now, 5);
+    const batch: StepWrite[] = [
+      { lease: { runId: passing, owner: 'worker-a', fence: fenceOf(passing) }, at, from: 'scheduled', state: '{"v":2}', requireRunning: true,
+        end: { status: 'completed', error: null }, insertStep: { ...stepRow(passing, '0190a1b2-c3d4-7e5f-8a9b-000000000011'), finished_at: at, outcome: 'ok' } },
+      { lease: { runId: stale, owner: 'worker-a', fence: fenceOf(stale) - 1 }, at, from: 'scheduled', state: '{"v":2}', requireRunning: true,
+        end: { status: 'completed', error: null }, insertStep: stepRow(stale, '0190a1b2-c3d4-7e5f-8a9b-000000000012') },
+    ];
+    expect([...(await commitBatch(env.db, batch))]).toEqual([passing]);
+
+    const run = await env.db.selectFrom('runs').select(['automation_status', 'lease_owner', 'engine_state', 'updated_at']).where('id', '=', passing).executeTakeFirstOrThrow();
+    expect(run).toEqual({ automation_status: 'completed', lease_owner: null, engine_state: '{"v":2}', updated_at: at });
+    expect(await recordTags(env, passing)).toContain('completed');
+    expect(await recordTags(env, passing)).not.toContain('scheduled');
+    const record = await env.db.selectFrom('records').select('updated_at').where('id', '=', passing).executeTakeFirstOrThrow();
+    expect(record.updated_at).toBe(at);
+    expect((await getSteps(ws, passing)).map((step) => step.outcome)).toEqual(['ok']);
+
+    expect((await getRun(ws, stale)).automationStatus).toBe('scheduled');
+    expect(await recordTags(env, stale)).toContain('scheduled');
+    expect(await getSteps(ws, stale)).toEqual([]);
   });
 
   it('a stale worker mid-call cannot complete, fail or write steps; the new holder repeats the call with the same key', async () => {

@@ -69,7 +69,7 @@ const CREATE_RUNS_SQL = `
 
 export async function writeBatchOnPostgres(db: Db, runs: PreparedRun[]): Promise<CreateOutcome[]> {
   const outcomes: (CreateOutcome | null)[] = runs.map(() => null);
-  const claimants = new Set(claimantsOf(runs));
+  const claimants = new Set(claimantsOf(runs, (run) => run.ctx.workspaceId));
   // Runs that share a key with an earlier run of this batch do not take part; they read the claim.
   const candidates = runs.map((run, i) => ({ run, i })).filter(({ run, i }) => !run.claim || claimants.has(i));
   // Claimants first, in key order (lock order), then the runs without a key.

@@ -6,10 +6,16 @@
  * PostgreSQL: `FOR UPDATE SKIP LOCKED` lets any number of workers claim side by side, each
  * skipping the rows another is claiming; no run goes to two. SQLite: one statement on one
  * connection is atomic already.
+ *
+ * On PostgreSQL the claim runs as a named (server-side prepared) statement when it goes to the
+ * pool: a worker claims many times a second, and parsing and planning the same text each time
+ * was CPU the database server, shared with the fire path and the worker on a small machine,
+ * spent on nothing (src/engine/README.md, "Decisions").
  */
 import type { DbOrTx } from '../../storage/database.js';
 import type { Dialect } from '../../storage/connect.js';
-import { runSql } from './prepared.js';
+import { postgresPoolOf } from '../../storage/connect.js';
+import { numbered, runSql } from './prepared.js';
 
 export interface ClaimedRunRow {
   id: string;
@@ -30,8 +36,10 @@ export async function claimRuns(
   dialect: Dialect,
   claim: { owner: string; now: string; leaseUntil: string; limit: number },
 ): Promise<ClaimedRunRow[]> {
-  const text = dialect === 'postgres' ? CLAIM_POSTGRES : CLAIM_SQLITE;
-  const result = await runSql<ClaimedRunRow>(db, text, [claim.owner, claim.leaseUntil, claim.now, claim.limit]);
+  const params = [claim.owner, claim.leaseUntil, claim.now, claim.limit];
+  const pool = dialect === 'postgres' ? postgresPoolOf(db) : undefined;
+  if (pool) return (await pool.query<ClaimedRunRow>({ name: 'carepath_claim_runs_v1', text: CLAIM_POSTGRES_NUMBERED, values: params })).rows;
+  const result = await runSql<ClaimedRunRow>(db, dialect === 'postgres' ? CLAIM_POSTGRES : CLAIM_SQLITE, params);
   return result.rows;
 }
 
@@ -47,3 +55,4 @@ const claimText = (lock: string) => `update runs set lease_owner = ?, lease_fenc
   returning id, workspace_id, trigger_id, automation_status, lease_fence, wake_seq, payload, subject_record_id, source_id, source_version, engine_state`;
 const CLAIM_SQLITE = claimText('');
 const CLAIM_POSTGRES = claimText(' for update skip locked');
+const CLAIM_POSTGRES_NUMBERED = numbered(CLAIM_POSTGRES);

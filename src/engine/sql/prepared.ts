@@ -57,7 +57,8 @@ export function memoText<T = string>(cache: Map<number, T>, key: number, make: (
 const cachedLists = new Map<number, string>();
 const numberedTexts = new Map<string, string>();
 
-function numbered(text: string): string {
+/** The text with PostgreSQL's `$1…$n` for its `?` placeholders. */
+export function numbered(text: string): string {
   let result = numberedTexts.get(text);
   if (result === undefined) {
     let n = 0;
