@@ -94,7 +94,7 @@ it('rejects a failing batch with SQLite error code, writes none of it, and goes 
 
 it('fails the batches of a thread that died and starts a new thread for the next batch', async () => {
   await thread.write([runRow()]);
-  const worker = (thread as unknown as { worker: Worker }).worker;
+  const worker = (thread as unknown as { thread: { worker: Worker } }).thread.worker;
   const pending = thread.write(Array.from({ length: 200 }, () => runRow()));
   await worker.terminate();
   // The batch either committed before the thread died or is rejected; never half-written.
