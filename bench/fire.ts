@@ -7,7 +7,7 @@ import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import type autocannon from 'autocannon';
 import type { BenchSuite } from './reporter.js';
-import { benchStore, load, startServer, threadCpuMs, POSTGRES_URL, type BenchStore } from './harness.js';
+import { benchStore, commandCpuMs, load, startServer, threadCpuMs, POSTGRES_URL, type BenchStore } from './harness.js';
 import { ensureTenant, createWorkspace, issueKey } from '../src/modules/tenancy/tenancy.repository.js';
 import { importBlueprint } from '../src/modules/diagrams/diagram.repository.js';
 import { createTrigger } from '../src/modules/triggers/trigger.service.js';
@@ -74,16 +74,18 @@ async function fireLoad(store: BenchStore) {
   };
   await load({ ...options, duration: 2 });
   const before = threadCpuMs(server.pid);
+  const postgresBefore = commandCpuMs('postgres');
   const result = await load({ ...options, duration: DURATION_S, connections: CONNECTIONS });
+  const postgresMs = commandCpuMs('postgres') - postgresBefore;
   const after = threadCpuMs(server.pid);
   await server.stop();
   const requests = result.requestsPerSecond * DURATION_S;
   const cpuPerRequest = [...after].map(([thread, ms]) => [thread, ((ms - (before.get(thread) ?? 0)) * 1000) / requests] as const);
-  return { ...result, cpuPerRequest };
+  return { ...result, cpuPerRequest, postgresCpuPerRequest: (postgresMs * 1000) / requests };
 }
 
 /** 50 clients, each inserting one row per statement as fast as it can, for the bench duration. */
-async function plainInsertLoop(schema: string): Promise<number> {
+async function plainInsertLoop(schema: string): Promise<{ rowsPerSecond: number; postgresCpuPerRow: number }> {
   const setup = new pg.Client({ connectionString: POSTGRES_URL });
   await setup.connect();
   await setup.query(`create table ${schema}.insert_baseline (id text primary key, body text not null, created_at text not null)`);
@@ -96,6 +98,7 @@ async function plainInsertLoop(schema: string): Promise<number> {
     }),
   );
   let inserted = 0;
+  const postgresBefore = commandCpuMs('postgres');
   const deadline = Date.now() + DURATION_S * 1000;
   await Promise.all(
     clients.map(async (client) => {
@@ -107,10 +110,11 @@ async function plainInsertLoop(schema: string): Promise<number> {
         ]);
         inserted++;
       }
-      await client.end();
     }),
   );
-  return inserted / DURATION_S;
+  const postgresMs = commandCpuMs('postgres') - postgresBefore;
+  await Promise.all(clients.map((client) => client.end()));
+  return { rowsPerSecond: inserted / DURATION_S, postgresCpuPerRow: (postgresMs * 1000) / inserted };
 }
 
 const suite: BenchSuite = async (reporter) => {
@@ -136,12 +140,14 @@ const suite: BenchSuite = async (reporter) => {
     for (const [thread, us] of fire.cpuPerRequest.filter(([, us]) => us >= 1).sort((a, b) => b[1] - a[1])) {
       reporter.figure(`fire on ${kind}: server CPU per request, thread ${thread}`, us, 'µs');
     }
+    if (kind === 'postgres') reporter.figure('fire on postgres: PostgreSQL server CPU per request', fire.postgresCpuPerRequest, 'µs');
     if (fire.non2xx || fire.errors) reporter.note(`fire on ${kind}: ${fire.non2xx} non-2xx answers, ${fire.errors} errors`);
     reporter.ratio(`fire on ${kind} ÷ bare route`, fire.requestsPerSecond, bare.requestsPerSecond, kind === 'sqlite' ? '≥ 0.20' : undefined);
     if (kind === 'postgres') {
       const inserts = await plainInsertLoop(store.schema!);
-      reporter.figure('plain 50-client single-row insert loop (PostgreSQL)', inserts, 'rows/s');
-      reporter.ratio('fire on postgres ÷ insert loop', fire.requestsPerSecond, inserts, '≥ 0.6');
+      reporter.figure('plain 50-client single-row insert loop (PostgreSQL)', inserts.rowsPerSecond, 'rows/s');
+      reporter.figure('insert loop: PostgreSQL server CPU per row', inserts.postgresCpuPerRow, 'µs');
+      reporter.ratio('fire on postgres ÷ insert loop', fire.requestsPerSecond, inserts.rowsPerSecond, '≥ 0.6');
     }
     await store.drop();
   }

@@ -116,6 +116,29 @@ export function threadCpuMs(pid: number): Map<string, number> {
   return byName;
 }
 
+/** CPU time (ms) used so far by every process whose command name is `command` (e.g. postgres). */
+export function commandCpuMs(command: string): number {
+  let total = 0;
+  let pids: string[];
+  try {
+    pids = readdirSync('/proc').filter((entry) => /^\d+$/.test(entry));
+  } catch {
+    return 0;
+  }
+  for (const pid of pids) {
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      if (stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')')) !== command) continue;
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      // utime, stime, and the children's (a backend that ended is counted by its parent)
+      total += (Number(fields[11]) + Number(fields[12]) + Number(fields[13]) + Number(fields[14])) * 10;
+    } catch {
+      // The process ended between the listing and the read.
+    }
+  }
+  return total;
+}
+
 export interface LoadResult {
   requestsPerSecond: number;
   p50: number;

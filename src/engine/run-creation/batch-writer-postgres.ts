@@ -14,7 +14,7 @@ import { auditRow } from '../../modules/audit/audit.repository.js';
 import type { CreateOutcome, PreparedRun } from '../run-creator.js';
 import { claimantsOf, readStandingClaims } from './claims.js';
 
-const CREATE_RUNS_SQL = `
+export const CREATE_RUNS_SQL = `
   with input as (
     select * from unnest(
       $1::text[], $2::text[],

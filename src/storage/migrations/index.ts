@@ -7,10 +7,12 @@ import * as m0001 from './0001_core.js';
 import * as m0002 from './0002_engine.js';
 import * as m0003 from './0003_ingestion.js';
 import * as m0004 from './0004_tag_bitmaps.js';
+import * as m0005 from './0005_tag_log_lookups.js';
 
 export const migrations: Record<string, Migration> = {
   '0001_core': m0001,
   '0002_engine': m0002,
   '0003_ingestion': m0003,
   '0004_tag_bitmaps': m0004,
+  '0005_tag_log_lookups': m0005,
 };
