@@ -15,15 +15,17 @@
  * made only when that row passed. A write whose effect may ask for a new plan (the end of an
  * event wait by timeout) is committed alone, so rolling it back never touches another run.
  *
- * On PostgreSQL a batch of plain writes (rows only: no effect, nothing else to close) is one
- * statement, not a transaction of seven (step-commit-postgres.ts); a batch with any other write
- * takes the transaction below.
+ * A batch of plain writes (rows only: no effect, nothing else to close) is one statement on
+ * PostgreSQL, not a transaction of seven (step-commit-postgres.ts), and on SQLite one synchronous
+ * transaction of prepared statements (step-commit-sqlite.ts); a batch with any other write takes
+ * the Kysely transaction below.
  */
 import type { Db, DbOrTx } from '../storage/database.js';
-import { postgresPoolOf } from '../storage/connect.js';
+import { postgresPoolOf, sqliteConnectionOf } from '../storage/connect.js';
 import type { RunStatus } from './run-status.js';
 import { swapStatusTags } from './run-transitions.js';
 import { commitPlainWritesOnPostgres } from './step-commit-postgres.js';
+import { commitPlainWritesOnSqlite } from './step-commit-sqlite.js';
 import { guardOf, isPlainWrite, type StepWrite } from './step-write.js';
 import { interruptWaits } from './sql/interrupt-waits.js';
 import { finishStepRow, insertSteps, interruptStepRow } from './sql/step-rows.js';
@@ -90,13 +92,17 @@ function takeBatch(queue: Pending[], max: number): Pending[] {
 }
 
 /**
- * Commits writes of several runs together, the cheapest way the store allows: on PostgreSQL a
- * batch of plain writes in one statement, any other batch in one transaction. Answers the runs
- * whose guard passed.
+ * Commits writes of several runs together, the cheapest way the store allows: a batch of plain
+ * writes on PostgreSQL in one statement, on SQLite synchronously through prepared statements;
+ * any other batch in one Kysely transaction. Answers the runs whose guard passed.
  */
 export async function commitBatch(db: Db, writes: StepWrite[]): Promise<Set<string>> {
-  const pool = postgresPoolOf(db);
-  if (pool && writes.every(isPlainWrite)) return commitPlainWritesOnPostgres(pool, writes);
+  if (writes.every(isPlainWrite)) {
+    const pool = postgresPoolOf(db);
+    if (pool) return commitPlainWritesOnPostgres(pool, writes);
+    const connection = sqliteConnectionOf(db);
+    if (connection) return commitPlainWritesOnSqlite(db, connection, writes);
+  }
   return db.transaction().execute((tx) => commitWrites(tx, writes));
 }
 

@@ -10,11 +10,16 @@
  * On PostgreSQL the claim runs as a named (server-side prepared) statement when it goes to the
  * pool: a worker claims many times a second, and parsing and planning the same text each time
  * was CPU the database server, shared with the fire path and the worker on a small machine,
- * spent on nothing (src/engine/README.md, "Decisions").
+ * spent on nothing (src/engine/README.md, "Decisions"). On SQLite it runs synchronously as a
+ * better-sqlite3 statement prepared once per connection, while Kysely's lock on the one serving
+ * connection is held: no asynchronous round through the query executor for the worker's most
+ * frequent statement. It stays one autocommit statement (its write lock is taken when it starts,
+ * so the run writer's thread committing meanwhile cannot make it fail).
  */
-import type { DbOrTx } from '../../storage/database.js';
+import type BetterSqlite3 from 'better-sqlite3';
+import type { Db, DbOrTx } from '../../storage/database.js';
 import type { Dialect } from '../../storage/connect.js';
-import { postgresPoolOf } from '../../storage/connect.js';
+import { postgresPoolOf, sqliteConnectionOf } from '../../storage/connect.js';
 import { numbered, runSql } from './prepared.js';
 
 export interface ClaimedRunRow {
@@ -39,6 +44,8 @@ export async function claimRuns(
   const params = [claim.owner, claim.leaseUntil, claim.now, claim.limit];
   const pool = dialect === 'postgres' ? postgresPoolOf(db) : undefined;
   if (pool) return (await pool.query<ClaimedRunRow>({ name: 'carepath_claim_runs_v1', text: CLAIM_POSTGRES_NUMBERED, values: params })).rows;
+  const connection = dialect === 'sqlite' && !db.isTransaction ? sqliteConnectionOf(db as Db) : undefined;
+  if (connection) return db.connection().execute(async () => claimStatementOf(connection).all(...params) as ClaimedRunRow[]);
   const result = await runSql<ClaimedRunRow>(db, dialect === 'postgres' ? CLAIM_POSTGRES : CLAIM_SQLITE, params);
   return result.rows;
 }
@@ -56,3 +63,14 @@ const claimText = (lock: string) => `update runs set lease_owner = ?, lease_fenc
 const CLAIM_SQLITE = claimText('');
 const CLAIM_POSTGRES = claimText(' for update skip locked');
 const CLAIM_POSTGRES_NUMBERED = numbered(CLAIM_POSTGRES);
+
+const sqliteClaims = new WeakMap<BetterSqlite3.Database, BetterSqlite3.Statement>();
+
+function claimStatementOf(connection: BetterSqlite3.Database): BetterSqlite3.Statement {
+  let statement = sqliteClaims.get(connection);
+  if (!statement) {
+    statement = connection.prepare(CLAIM_SQLITE);
+    sqliteClaims.set(connection, statement);
+  }
+  return statement;
+}
