@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { ParsedHandoff, parsedHandoffFor } from '../../src/modules/deliveries/parsed-handoff.js';
 import type { DeliveryItems } from '../../src/ingestion/delivery-body.js';
+import type { DeliveryRow } from '../../src/modules/deliveries/delivery.repository.js';
 
 const parsed = (id: string): DeliveryItems => ({
   items: [{ kind: 'resource', resource: { resourceType: 'Patient', id }, deleted: false, index: 0 }],
@@ -43,6 +44,27 @@ describe('parsed bodies handed from the intake to a processor in the same proces
     handoff.take('d2');
     handoff.offer('d4', parsed('e'), 60);
     expect([handoff.has('d3'), handoff.has('d4')]).toEqual([true, true]);
+  });
+
+  it('hands deliveries claimed at intake to their processor once, oldest first, and forgets them when it stops', () => {
+    const handoff = new ParsedHandoff(50);
+    const claimant = { owner: 'p1', leaseMs: 1000 };
+    expect(handoff.claimant).toBeUndefined();
+    handoff.attach(claimant);
+    expect(handoff.claimant).toBe(claimant);
+    const row = (id: string) => ({ id, lease_owner: 'p1', body: '{"big": true}' }) as unknown as DeliveryRow;
+    handoff.offerClaimed(row('d1'), parsed('a'), 40);
+    handoff.offerClaimed(row('d2'), parsed('b'), 40);
+    // The parse of d1 made room for d2's; the claimed row stays (its body is read from the store).
+    expect([handoff.has('d1'), handoff.has('d2')]).toEqual([false, true]);
+    expect(handoff.takeClaimed('other', 10)).toEqual([]);
+    const [first] = handoff.takeClaimed('p1', 1);
+    expect(first).toMatchObject({ id: 'd1', body: null });
+    expect(handoff.claimedFor('p1')).toEqual(['d2']);
+    expect(handoff.take('d2')).toEqual(parsed('b'));
+    handoff.detach(claimant);
+    expect(handoff.claimant).toBeUndefined();
+    expect(handoff.claimedFor('p1')).toEqual([]);
   });
 
   it('is one per store handle', () => {

@@ -17,9 +17,12 @@ import { parseDeliveryBody, resourcesByFullUrl, type DeliveryItems, type FhirRes
 import { checkItems } from '../../ingestion/check-items.js';
 import { changesOf, touchedStateKeys, type DeliveryChanges, type RaisedEvent } from '../../ingestion/resource-changes.js';
 import { findActiveEventTriggers, planEventRuns, type EventOccurrence, type EventTrigger } from '../events/event-runs.js';
-import { holdLeases, markProcessed, type DeliveryRow, type ProcessedOutcome } from './delivery.repository.js';
+import { holdLeases, markProcessed, markProcessedSqlite, type DeliveryRow, type ProcessedOutcome } from './delivery.repository.js';
 import { readResourceStates, writeResourceStates } from './resource-state.repository.js';
-import { applyRecordChanges } from './record-upsert.js';
+import { readResourceStatesSqlite, writeResourceStatesSqlite } from './resource-state-sqlite.js';
+import { applyRecordChanges, kyselyRecordStore } from './record-upsert.js';
+import { sqliteRecordStore } from './record-store-sqlite.js';
+import { sqliteDeliveryStatementsOf, type SqliteDeliveryStatements } from './sqlite-delivery-statements.js';
 import { subjectsOf, subjectsThatMayWait, wakesFor, type PendingWake } from './event-wake.js';
 
 /** Problems kept on the delivery for its listing; the count covers all of them. */
@@ -107,12 +110,14 @@ export async function applyDeliveries(
   leaseMs: number,
   planLeaseMs: number,
 ): Promise<ApplyResult[]> {
+  // SQLite: the per-delivery statements run prepared, on the connection this transaction holds.
+  const hot = deps.dialect === 'sqlite' ? sqliteDeliveryStatementsOf(deps.db) : undefined;
   return deps.db.transaction().execute(async (tx) => {
     const held = await holdLeases(tx, group.map((p) => p.delivery.id), owner, new Date(now.getTime() + leaseMs).toISOString());
     // Another processor took over the ones not held (this one was too slow): it does their work.
     const mine = group.filter((p) => held.has(p.delivery.id));
     const written: Written[] = [];
-    for (const prepared of mine) written.push(await writeRecordsAndStates(tx, deps.dialect, prepared, now.toISOString()));
+    for (const prepared of mine) written.push(await writeRecordsAndStates(tx, deps.dialect, hot, prepared, now.toISOString()));
 
     const triggers = new Map<string, EventTrigger[]>();
     const mayWait = new Map<string, Set<string>>();
@@ -125,7 +130,7 @@ export async function applyDeliveries(
     const results = new Map<string, ApplyResult>();
     for (const w of written) {
       const workspaceId = w.prepared.delivery.workspace_id;
-      results.set(w.prepared.delivery.id, await finishDelivery(tx, deps.dialect, w, triggers.get(workspaceId)!, mayWait.get(workspaceId)!, owner, now, planLeaseMs));
+      results.set(w.prepared.delivery.id, await finishDelivery(tx, deps.dialect, hot, w, triggers.get(workspaceId)!, mayWait.get(workspaceId)!, owner, now, planLeaseMs));
     }
     return group.map((p) => results.get(p.delivery.id) ?? { kind: 'lease-lost' });
   });
@@ -138,13 +143,22 @@ interface Written {
   occurrences: EventOccurrence[];
 }
 
-async function writeRecordsAndStates(tx: Transaction<Database>, dialect: Dialect, prepared: PreparedDelivery, at: string): Promise<Written> {
+async function writeRecordsAndStates(
+  tx: Transaction<Database>,
+  dialect: Dialect,
+  hot: SqliteDeliveryStatements | undefined,
+  prepared: PreparedDelivery,
+  at: string,
+): Promise<Written> {
   const { delivery, checked, byFullUrl } = prepared;
   const workspaceId = delivery.workspace_id;
-  const stored = await readResourceStates(tx, dialect, workspaceId, touchedStateKeys(checked.items));
+  const keys = touchedStateKeys(checked.items);
+  const stored = hot ? readResourceStatesSqlite(hot, workspaceId, keys) : await readResourceStates(tx, dialect, workspaceId, keys);
   const changes = changesOf(checked.items, stored, byFullUrl);
-  const patients = await applyRecordChanges(tx, workspaceId, changes.records, changes.referencedPatients, changes.formerPatients, at);
-  await writeResourceStates(tx, dialect, workspaceId, changes.states, delivery.id, at);
+  const records = hot ? sqliteRecordStore(hot, workspaceId) : kyselyRecordStore(tx, workspaceId);
+  const patients = await applyRecordChanges(records, changes.records, changes.referencedPatients, changes.formerPatients, at);
+  if (hot) writeResourceStatesSqlite(hot, workspaceId, changes.states, delivery.id, at);
+  else await writeResourceStates(tx, dialect, workspaceId, changes.states, delivery.id, at);
   const occurrences: EventOccurrence[] = changes.events.map((raised) => ({
     event: raised.event,
     resource: raised.resource,
@@ -157,6 +171,7 @@ async function writeRecordsAndStates(tx: Transaction<Database>, dialect: Dialect
 async function finishDelivery(
   tx: Transaction<Database>,
   dialect: Dialect,
+  hot: SqliteDeliveryStatements | undefined,
   { prepared: { delivery, checked }, changes, occurrences }: Written,
   triggers: readonly EventTrigger[],
   mayWait: ReadonlySet<string>,
@@ -191,7 +206,10 @@ async function finishDelivery(
     runsStarted: planned.length,
     pendingWakes: wakes.length === 0 ? null : JSON.stringify(wakes),
   };
-  if (!(await markProcessed(tx, delivery.id, owner, at, context.leaseExpiresAt, outcome))) {
+  const marked = hot
+    ? markProcessedSqlite(hot, delivery.id, owner, at, context.leaseExpiresAt, outcome)
+    : await markProcessed(tx, delivery.id, owner, at, context.leaseExpiresAt, outcome);
+  if (!marked) {
     throw new Error('the delivery changed state while it was being processed');
   }
   return { kind: 'processed', plannedRunIds: planned.map((row) => row.id), wakes, outcome };

@@ -7,12 +7,13 @@
  * answers the first 202 again and stores nothing; with another body it is 409.
  */
 import secureJson from 'secure-json-parse';
-import type { DbOrTx } from '../../storage/database.js';
+import type { Db } from '../../storage/database.js';
 import { ApiError, invalidRequest } from '../../lib/errors.js';
 import { uuidv7 } from '../../lib/ids.js';
 import { sha256Hex } from '../../lib/json.js';
 import { parseDeliveryBody } from '../../ingestion/delivery-body.js';
-import { findDeliveryByKey, insertDelivery } from './delivery.repository.js';
+import { findDeliveryByKey, insertDelivery, insertDeliverySqlite, type DeliveryRow } from './delivery.repository.js';
+import { sqliteDeliveryStatementsOf } from './sqlite-delivery-statements.js';
 import { parsedHandoffFor } from './parsed-handoff.js';
 import type { DeliveryEndpoint } from './delivery-endpoint.js';
 
@@ -67,7 +68,18 @@ function replayOf(
   return { deliveryId: stored.id, accepted: stored.accepted, idempotencyKey: key, replayed: true };
 }
 
-export async function receiveDelivery(db: DbOrTx, endpoint: DeliveryEndpoint, input: IntakeInput): Promise<IntakeResult> {
+/**
+ * Inserts the delivery (autocommit: stored once this returns). On SQLite through the prepared
+ * statement, holding Kysely's one connection so the INSERT is not inside the processor's
+ * transaction; elsewhere through Kysely.
+ */
+async function storeDelivery(db: Db, row: DeliveryRow): Promise<boolean> {
+  const hot = sqliteDeliveryStatementsOf(db);
+  if (!hot) return insertDelivery(db, row);
+  return db.connection().execute(async () => insertDeliverySqlite(hot, row));
+}
+
+export async function receiveDelivery(db: Db, endpoint: DeliveryEndpoint, input: IntakeInput): Promise<IntakeResult> {
   const key = idempotencyKeyOf(input.idempotencyKey);
   const bodySha256 = sha256Hex(input.rawBody);
   const text = input.rawBody.toString('utf8');
@@ -85,7 +97,10 @@ export async function receiveDelivery(db: DbOrTx, endpoint: DeliveryEndpoint, in
   const { items } = parsed;
   const at = input.now.toISOString();
   const deliveryId = uuidv7(input.now.getTime());
-  const stored = await insertDelivery(db, {
+  // A processor in this process: the delivery is stored already claimed for it (parsed-handoff.ts).
+  const handoff = parsedHandoffFor(db);
+  const claimant = handoff.claimant;
+  const row: DeliveryRow = {
     id: deliveryId,
     tenant_id: endpoint.tenantId,
     workspace_id: endpoint.workspaceId,
@@ -95,10 +110,10 @@ export async function receiveDelivery(db: DbOrTx, endpoint: DeliveryEndpoint, in
     body_sha256: bodySha256,
     body: text,
     accepted: items.length,
-    status: 'received',
-    attempts: 0,
-    lease_owner: null,
-    lease_expires_at: null,
+    status: claimant ? 'processing' : 'received',
+    attempts: claimant ? 1 : 0,
+    lease_owner: claimant ? claimant.owner : null,
+    lease_expires_at: claimant ? new Date(input.now.getTime() + claimant.leaseMs).toISOString() : null,
     received_at: at,
     processed_at: null,
     problems: '[]',
@@ -107,10 +122,12 @@ export async function receiveDelivery(db: DbOrTx, endpoint: DeliveryEndpoint, in
     runs_started: 0,
     error: null,
     pending_wakes: null,
-  });
+  };
+  const stored = await storeDelivery(db, row);
   if (stored) {
     // Stored (committed): a processor in this process may now use this parse instead of the bytes.
-    parsedHandoffFor(db).offer(deliveryId, parsed, input.rawBody.length);
+    if (claimant) handoff.offerClaimed(row, parsed, input.rawBody.length);
+    else handoff.offer(deliveryId, parsed, input.rawBody.length);
     return { deliveryId, accepted: items.length, idempotencyKey: key, replayed: false };
   }
 

@@ -17,7 +17,7 @@ import type { WorkerBasics } from '../../container.js';
 import { uuidv4 } from '../../lib/ids.js';
 import type { FhirValidator } from '../../ingestion/fhir-validate.js';
 import { createPlannedRuns, sweepPlannedRuns, DEFAULT_PLAN_LEASE_MS, type RunStarterDeps } from '../events/planned-runs.js';
-import { claimDeliveries, markFailed, readDeliveryBodies } from './delivery.repository.js';
+import { claimDeliveries, markFailed, readDeliveryBodies, releaseDeliveries } from './delivery.repository.js';
 import {
   applyDeliveries,
   applyDelivery,
@@ -28,7 +28,7 @@ import {
   type ClaimedDelivery,
   type PreparedDelivery,
 } from './delivery-apply.js';
-import { parsedHandoffFor, type ParsedHandoff } from './parsed-handoff.js';
+import { parsedHandoffFor, type IntakeClaimant, type ParsedHandoff } from './parsed-handoff.js';
 import { deliverWakes, sweepPendingWakes } from './event-wake.js';
 
 export interface DeliveryProcessorDeps extends WorkerBasics {
@@ -106,6 +106,8 @@ export class DeliveryProcessor {
   /** Parsed bodies from this process's intake; used while this processor runs (`start`). */
   private readonly handoff: ParsedHandoff;
   private wakeSleepers = new Set<() => void>();
+  /** This processor as the one the intake of this process claims deliveries for. */
+  private readonly claimant: IntakeClaimant;
 
   constructor(
     private readonly deps: DeliveryProcessorDeps,
@@ -119,6 +121,7 @@ export class DeliveryProcessor {
     this.concurrency = options.concurrency ?? (deps.dialect === 'postgres' ? 2 : 1);
     this.maxAttempts = options.maxAttempts ?? 5;
     this.handoff = parsedHandoffFor(deps.db);
+    this.claimant = { owner: this.owner, leaseMs: this.leaseMs };
   }
 
   private get runStarter(): RunStarterDeps {
@@ -129,22 +132,33 @@ export class DeliveryProcessor {
   /** Claims up to one batch and processes it; returns how many deliveries it claimed. */
   async processBatch(): Promise<number> {
     const now = this.deps.clock.now();
-    // With parsed bodies waiting in memory, the claim leaves the (large) bodies in the store and
-    // only the ones not handed over are read.
-    const withBodies = this.handoff.size === 0;
-    const claimed = await claimDeliveries(
-      this.deps.db,
-      this.deps.dialect,
-      this.owner,
-      now.toISOString(),
-      new Date(now.getTime() + this.leaseMs).toISOString(),
-      this.batch,
-      withBodies,
-    );
-    if (!withBodies) {
-      const bodies = await readDeliveryBodies(this.deps.db, claimed.filter((d) => !this.handoff.has(d.id)).map((d) => d.id));
-      for (const delivery of claimed) delivery.body = bodies.get(delivery.id) ?? null;
+    // Deliveries stored in this process come claimed for this processor already (parsed-handoff.ts);
+    // the store is asked for the rest of a batch: received elsewhere, or leases that ran out.
+    const claimed = this.handoff.takeClaimed(this.owner, this.batch);
+    const fromIntake = claimed.length;
+    if (claimed.length < this.batch) {
+      // With parsed bodies waiting in memory, the claim leaves the (large) bodies in the store and
+      // only the ones not handed over are read.
+      const withBodies = this.handoff.size === 0;
+      claimed.push(
+        ...(await claimDeliveries(
+          this.deps.db,
+          this.deps.dialect,
+          this.owner,
+          now.toISOString(),
+          new Date(now.getTime() + this.leaseMs).toISOString(),
+          this.batch - claimed.length,
+          withBodies,
+        )),
+      );
     }
+    const unread = claimed.filter((d) => d.body === null && !this.handoff.has(d.id)).map((d) => d.id);
+    if (unread.length > 0) {
+      const bodies = await readDeliveryBodies(this.deps.db, unread);
+      for (const delivery of claimed) if (delivery.body === null) delivery.body = bodies.get(delivery.id) ?? null;
+    }
+    // Ids in order (the order of applying), wherever each was claimed.
+    if (fromIntake > 0 && claimed.length > fromIntake) claimed.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
     const prepared: PreparedDelivery[] = [];
     for (const [i, delivery] of claimed.entries()) {
       // FHIR checks are synchronous CPU work (a few ms per 300 resources): between deliveries,
@@ -266,7 +280,7 @@ export class DeliveryProcessor {
   /** Runs the claim loops until `stop`. */
   start(): void {
     this.stopping = false;
-    this.handoff.attach();
+    this.handoff.attach(this.claimant);
     for (let i = 0; i < this.concurrency; i++) this.loops.push(this.loop());
   }
 
@@ -274,7 +288,18 @@ export class DeliveryProcessor {
     this.stopping = true;
     for (const wake of this.wakeSleepers) wake();
     await Promise.all(this.loops);
-    if (this.loops.length > 0) this.handoff.detach();
+    if (this.loops.length > 0) {
+      // Deliveries the intake claimed for this processor that it never started go back to
+      // `received`, so the next processor takes them at once instead of after the lease.
+      const unstarted = this.handoff.claimedFor(this.owner);
+      this.handoff.detach(this.claimant);
+      try {
+        await releaseDeliveries(this.deps.db, unstarted, this.owner);
+      } catch (error) {
+        // Their leases run out instead; nothing is lost.
+        this.deps.logger.warn({ deliveries: unstarted.length, err: { type: (error as Error)?.name } }, 'could not hand back unstarted deliveries');
+      }
+    }
     this.loops = [];
   }
 

@@ -8,6 +8,7 @@ import type { Database, DbOrTx, DeliveryTable } from '../../storage/database.js'
 import type { Dialect } from '../../storage/connect.js';
 import { newestFirstPage, type Page } from '../../lib/cursor.js';
 import { parseJson } from '../../lib/json.js';
+import { DELIVERY_COLUMNS, sqliteDeliveryStatementsOf, type SqliteDeliveryStatements } from './sqlite-delivery-statements.js';
 
 export type DeliveryRow = DeliveryTable;
 
@@ -79,6 +80,14 @@ export async function insertDelivery(db: DbOrTx, row: DeliveryRow): Promise<bool
   return inserted.length > 0;
 }
 
+/**
+ * `insertDelivery` on SQLite through its prepared statement. Synchronous: the caller holds the
+ * connection (`db.connection()`), so the INSERT commits on its own, outside anyone's transaction.
+ */
+export function insertDeliverySqlite(s: SqliteDeliveryStatements, row: DeliveryRow): boolean {
+  return s.insertDelivery.run(...DELIVERY_COLUMNS.map((column) => row[column])).changes === 1;
+}
+
 export async function findDeliveryByKey(
   db: DbOrTx,
   webhookId: string,
@@ -114,7 +123,28 @@ export async function claimDeliveries(
   limit: number,
   withBodies = true,
 ): Promise<DeliveryRow[]> {
-  const claimed = await db
+  const hot = dialect === 'sqlite' ? sqliteDeliveryStatementsOf(db) : undefined;
+  const claimed = hot
+    ? await db.connection().execute(async () =>
+        (withBodies ? hot.claimWithBodies : hot.claim).all(owner, leaseExpiresAt, now, limit, now) as Partial<DeliveryRow>[],
+      )
+    : await claimWithKysely(db, dialect, owner, now, leaseExpiresAt, limit, withBodies);
+  return claimed
+    .map((row) => ({ ...row, body: row.body ?? null }) as DeliveryRow)
+    .sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+}
+
+/** The claim built with Kysely (PostgreSQL: SKIP LOCKED); SQLite runs the same UPDATE prepared. */
+async function claimWithKysely(
+  db: Kysely<Database>,
+  dialect: Dialect,
+  owner: string,
+  now: string,
+  leaseExpiresAt: string,
+  limit: number,
+  withBodies: boolean,
+): Promise<Partial<DeliveryRow>[]> {
+  return db
     .updateTable('deliveries')
     .set((eb) => ({
       status: 'processing' as const,
@@ -141,7 +171,6 @@ export async function claimDeliveries(
     )
     .returning(withBodies ? [...COLUMNS_WITHOUT_BODY, 'body'] : [...COLUMNS_WITHOUT_BODY])
     .execute();
-  return claimed.map((row): DeliveryRow => ({ ...row, body: (row as Partial<DeliveryRow>).body ?? null })).sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
 }
 
 /** The stored bodies of these deliveries (id → body; a missing or null body is left out). */
@@ -213,6 +242,47 @@ export async function markProcessed(
     .where('lease_owner', '=', owner)
     .executeTakeFirst();
   return Number(result.numUpdatedRows) === 1;
+}
+
+/** `markProcessed` on SQLite through its prepared statement (inside the processing transaction). */
+export function markProcessedSqlite(
+  s: SqliteDeliveryStatements,
+  deliveryId: string,
+  owner: string,
+  at: string,
+  leaseExpiresAt: string,
+  outcome: ProcessedOutcome,
+): boolean {
+  const pending = outcome.pendingWakes !== null;
+  const { changes } = s.markProcessed.run(
+    at,
+    pending ? owner : null,
+    pending ? leaseExpiresAt : null,
+    outcome.pendingWakes,
+    JSON.stringify(outcome.problems),
+    outcome.problemCount,
+    JSON.stringify(outcome.events),
+    outcome.runsStarted,
+    deliveryId,
+    owner,
+  );
+  return changes === 1;
+}
+
+/**
+ * Hands deliveries claimed by `owner` but not started back to `received` (a processor stopping
+ * with deliveries claimed for it at intake), so the next processor need not wait for the lease.
+ */
+export async function releaseDeliveries(db: DbOrTx, deliveryIds: readonly string[], owner: string): Promise<void> {
+  for (let i = 0; i < deliveryIds.length; i += 1000) {
+    await db
+      .updateTable('deliveries')
+      .set((eb) => ({ status: 'received' as const, lease_owner: null, lease_expires_at: null, attempts: eb('attempts', '-', 1) }))
+      .where('id', 'in', deliveryIds.slice(i, i + 1000))
+      .where('status', '=', 'processing')
+      .where('lease_owner', '=', owner)
+      .execute();
+  }
 }
 
 /** Marks the delivery failed; the body is kept so an operator can look into it. */

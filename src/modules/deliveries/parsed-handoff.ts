@@ -8,10 +8,24 @@
  * process holds nothing, and bounded by body bytes: when full, the oldest entries go (their
  * deliveries are then parsed from the store). An entry is taken once; nothing here is durable.
  *
+ * Claimed at intake: while a processor runs here, the intake stores a delivery already claimed
+ * for it (`processing` under its lease) and leaves the row here, so the processor takes it
+ * without a claim UPDATE, which on SQLite rewrote the whole stored body (about as costly as its
+ * INSERT). Durably it is a claimed delivery like any other: if this process dies, the lease runs
+ * out and any processor claims it; a processor that stops hands its unstarted ones back
+ * (`releaseDeliveries`).
+ *
  * One handoff per store handle (the `Db` the intake and the processor share), not per module:
  * two containers in one process (tests) never see each other's deliveries.
  */
 import type { DeliveryItems } from '../../ingestion/delivery-body.js';
+import type { DeliveryRow } from './delivery.repository.js';
+
+/** The processor that deliveries stored in this process are claimed for at intake. */
+export interface IntakeClaimant {
+  owner: string;
+  leaseMs: number;
+}
 
 /** Body bytes whose parse may wait here for the processor (the parsed form is a few times larger). */
 export const DEFAULT_HANDOFF_BYTES = 32 * 1024 * 1024;
@@ -25,17 +39,63 @@ export class ParsedHandoff {
   private readonly entries = new Map<string, Entry>();
   private heldBytes = 0;
   private processors = 0;
+  private readonly claimants: IntakeClaimant[] = [];
+  /** Deliveries stored already claimed for a claimant (rows without body), in arrival order. */
+  private readonly claimedRows = new Map<string, DeliveryRow>();
 
   constructor(private readonly maxBytes: number = DEFAULT_HANDOFF_BYTES) {}
 
-  /** A processor of this store started in this process; until `detach`, parses are kept. */
-  attach(): void {
+  /**
+   * A processor of this store started in this process; until `detach`, parses are kept. With a
+   * claimant, the intake stores deliveries already claimed for it (`claimant`, `offerClaimed`).
+   */
+  attach(claimant?: IntakeClaimant): void {
     this.processors++;
+    if (claimant) this.claimants.push(claimant);
   }
 
-  detach(): void {
+  detach(claimant?: IntakeClaimant): void {
     this.processors = Math.max(0, this.processors - 1);
+    if (claimant) {
+      const at = this.claimants.indexOf(claimant);
+      if (at >= 0) this.claimants.splice(at, 1);
+      for (const [id, row] of this.claimedRows) if (row.lease_owner === claimant.owner) this.claimedRows.delete(id);
+    }
     if (this.processors === 0) this.clear();
+  }
+
+  /** The processor the intake claims new deliveries for, if one runs here. */
+  get claimant(): IntakeClaimant | undefined {
+    return this.claimants[0];
+  }
+
+  /**
+   * A delivery stored already claimed by `row.lease_owner`, with its parse. The row (small) stays
+   * until that processor takes it; the parse may be dropped for room like any other (the
+   * processor then reads the stored body).
+   */
+  offerClaimed(row: DeliveryRow, parsed: DeliveryItems, bytes: number): void {
+    // Its processor stopped while the INSERT ran: the lease runs out and any processor claims it.
+    if (!this.claimants.some((claimant) => claimant.owner === row.lease_owner)) return;
+    this.claimedRows.set(row.id, { ...row, body: null });
+    this.offer(row.id, parsed, bytes);
+  }
+
+  /** Up to `limit` deliveries claimed at intake for `owner`, oldest first, each once. */
+  takeClaimed(owner: string, limit: number): DeliveryRow[] {
+    const taken: DeliveryRow[] = [];
+    for (const [id, row] of this.claimedRows) {
+      if (taken.length >= limit) break;
+      if (row.lease_owner !== owner) continue;
+      this.claimedRows.delete(id);
+      taken.push(row);
+    }
+    return taken;
+  }
+
+  /** Ids of the deliveries claimed at intake for `owner` and not taken yet. */
+  claimedFor(owner: string): string[] {
+    return [...this.claimedRows.values()].filter((row) => row.lease_owner === owner).map((row) => row.id);
   }
 
   /** Whether a processor here may take parses (so the intake keeps them, and claims skip bodies). */
@@ -75,6 +135,7 @@ export class ParsedHandoff {
 
   private clear(): void {
     this.entries.clear();
+    this.claimedRows.clear();
     this.heldBytes = 0;
   }
 }

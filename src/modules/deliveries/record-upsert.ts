@@ -18,16 +18,9 @@ import { uuidv7 } from '../../lib/ids.js';
 import { recordKey, splitKey, type RecordChange } from '../../ingestion/resource-changes.js';
 import type { RecordType } from '../../ingestion/records.js';
 import { ID_CHUNK, chunks } from '../events/sql-chunks.js';
+import type { RecordStore, NewRecord } from './record-store.js';
 
 const ROW_CHUNK = 1000;
-
-interface NewRecord {
-  id: string;
-  type: RecordType;
-  extId: string;
-  name: string;
-  tags: string[];
-}
 
 async function existingRecords(db: DbOrTx, workspaceId: string, keys: Iterable<string>): Promise<Map<string, string>> {
   const byType = new Map<string, string[]>();
@@ -116,14 +109,24 @@ async function addTags(db: DbOrTx, workspaceId: string, tags: { record_id: strin
   }
 }
 
+/** The record store over Kysely (PostgreSQL, and SQLite outside the processor's hot path). */
+export function kyselyRecordStore(db: DbOrTx, workspaceId: string): RecordStore {
+  return {
+    existing: (keys) => existingRecords(db, workspaceId, keys),
+    remove: (recordIds) => removeRecords(db, recordIds),
+    update: (recordId, change, at) => updateRecord(db, recordId, change, at),
+    insert: (records, at) => insertNewRecords(db, workspaceId, records, at),
+    addTags: (tags) => addTags(db, workspaceId, tags),
+  };
+}
+
 /**
  * Applies record changes and makes stand-ins for referenced patients. Returns patient id
  * (extId) → record id for every Patient the delivery touched or referenced that has a record now,
  * and for the former patients of deleted resources whose record still exists (no stand-in).
  */
 export async function applyRecordChanges(
-  db: DbOrTx,
-  workspaceId: string,
+  store: RecordStore,
   changes: ReadonlyMap<string, RecordChange | null>,
   referencedPatients: Iterable<string>,
   formerPatients: Iterable<string>,
@@ -131,7 +134,7 @@ export async function applyRecordChanges(
 ): Promise<Map<string, string>> {
   const standIns = [...new Set(referencedPatients)].map((extId) => recordKey('Patient', extId)).filter((key) => !changes.has(key));
   const former = [...new Set(formerPatients)].map((extId) => recordKey('Patient', extId)).filter((key) => !changes.has(key));
-  const existing = await existingRecords(db, workspaceId, new Set([...changes.keys(), ...standIns, ...former]));
+  const existing = await store.existing(new Set([...changes.keys(), ...standIns, ...former]));
 
   const removed: string[] = [];
   const created: NewRecord[] = [];
@@ -143,7 +146,7 @@ export async function applyRecordChanges(
       continue;
     }
     if (id) {
-      await updateRecord(db, id, change, at);
+      await store.update(id, change, at);
       for (const tag of change.record.tags) tags.push({ record_id: id, tag });
     } else {
       const { resourceType, extId, name } = change.record;
@@ -156,13 +159,13 @@ export async function applyRecordChanges(
     created.push({ id: uuidv7(Date.parse(at)), type: 'Patient', extId, name: extId, tags: [] });
   }
 
-  await removeRecords(db, removed);
-  const inserted = await insertNewRecords(db, workspaceId, created, at);
+  await store.remove(removed);
+  const inserted = await store.insert(created, at);
   for (const record of created) {
     const id = inserted.get(recordKey(record.type, record.extId));
     if (id) for (const tag of record.tags) tags.push({ record_id: id, tag });
   }
-  await addTags(db, workspaceId, tags);
+  await store.addTags(tags);
 
   const patients = new Map<string, string>();
   for (const [key, id] of [...existing, ...inserted]) {

@@ -33,9 +33,15 @@ export async function readResourceStates(
   keys: Iterable<string>,
 ): Promise<Map<string, ResourceState>> {
   const wanted = new Set(keys);
+  if (wanted.size === 0) return new Map();
+  const rows = dialect === 'sqlite' ? await readByJsonKeys(db, workspaceId, wanted) : await readByIdLists(db, workspaceId, wanted);
+  return statesOfRows(rows, wanted);
+}
+
+/** Rows as states by key, the ones not asked for dropped. */
+export function statesOfRows(rows: readonly StateRow[], wanted: ReadonlySet<string>): Map<string, ResourceState> {
   const states = new Map<string, ResourceState>();
-  if (wanted.size === 0) return states;
-  for (const row of dialect === 'sqlite' ? await readByJsonKeys(db, workspaceId, wanted) : await readByIdLists(db, workspaceId, wanted)) {
+  for (const row of rows) {
     const key = stateKey(row.resource_type, row.resource_id);
     if (!wanted.has(key)) continue;
     states.set(key, {
@@ -47,7 +53,7 @@ export async function readResourceStates(
   return states;
 }
 
-interface StateRow {
+export interface StateRow {
   resource_type: string;
   resource_id: string;
   status: string | null;
@@ -96,16 +102,7 @@ export async function writeResourceStates(
   deliveryId: string,
   at: string,
 ): Promise<void> {
-  const upserts: (string | null)[][] = [];
-  const deleted: string[] = [];
-  for (const [key, state] of states) {
-    if (state === null) {
-      deleted.push(key);
-      continue;
-    }
-    const [type, id] = splitKey(key);
-    upserts.push([type, id, state.status, state.patientId, state.sourceTags === null ? null : JSON.stringify(state.sourceTags)]);
-  }
+  const { upserts, deleted } = splitStates(states);
   if (upserts.length > 0) {
     // `where true`: SQLite would read `on conflict` after a bare FROM as a join constraint.
     await sql`
@@ -127,4 +124,19 @@ export async function writeResourceStates(
         .execute();
     }
   }
+}
+
+/** Final states as upsert rows (`[type, id, status, patientId, sourceTags JSON]`) and deleted keys. */
+export function splitStates(states: ReadonlyMap<string, ResourceState | null>): { upserts: (string | null)[][]; deleted: string[] } {
+  const upserts: (string | null)[][] = [];
+  const deleted: string[] = [];
+  for (const [key, state] of states) {
+    if (state === null) {
+      deleted.push(key);
+      continue;
+    }
+    const [type, id] = splitKey(key);
+    upserts.push([type, id, state.status, state.patientId, state.sourceTags === null ? null : JSON.stringify(state.sourceTags)]);
+  }
+  return { upserts, deleted };
 }

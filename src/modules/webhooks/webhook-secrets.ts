@@ -59,12 +59,26 @@ export async function activeSecretsOf(db: DbOrTx, box: SecretBox, webhookId: str
     .where((eb) => eb.or([eb('expires_at', 'is', null), eb('expires_at', '>', at)]))
     .orderBy('id', 'desc')
     .execute();
-  return rows.map((row) => ({
-    id: row.id,
-    secretHash: row.secret_hash,
-    secret: row.sealed_secret === null ? null : box.open(row.sealed_secret),
-    expiresAt: row.expires_at,
-  }));
+  return openSecrets(box, rows, now);
+}
+
+export type SecretRow = Pick<WebhookSecretTable, 'id' | 'sealed_secret' | 'secret_hash' | 'expires_at'>;
+
+/**
+ * Of an endpoint's secret rows (read by whoever read the endpoint, delivery-endpoint.ts), the
+ * ones that still verify at `now`, opened, newest first: the same answer as `activeSecretsOf`.
+ */
+export function openSecrets(box: SecretBox, rows: readonly SecretRow[], now: Date): ActiveSecret[] {
+  const at = now.toISOString();
+  return rows
+    .filter((row) => row.expires_at === null || row.expires_at > at)
+    .sort((a, b) => (a.id < b.id ? 1 : a.id > b.id ? -1 : 0))
+    .map((row) => ({
+      id: row.id,
+      secretHash: row.secret_hash,
+      secret: row.sealed_secret === null ? null : box.open(row.sealed_secret),
+      expiresAt: row.expires_at,
+    }));
 }
 
 /** Makes every secret of the endpoint stop verifying at `at`, or earlier if it already would. */
