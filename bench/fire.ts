@@ -75,13 +75,20 @@ async function fireLoad(store: BenchStore) {
   await load({ ...options, duration: 2 });
   const before = threadCpuMs(server.pid);
   const postgresBefore = commandCpuMs('postgres');
+  const loadBefore = process.cpuUsage();
   const result = await load({ ...options, duration: DURATION_S, connections: CONNECTIONS });
+  const loadCpu = process.cpuUsage(loadBefore);
   const postgresMs = commandCpuMs('postgres') - postgresBefore;
   const after = threadCpuMs(server.pid);
   await server.stop();
   const requests = result.requestsPerSecond * DURATION_S;
   const cpuPerRequest = [...after].map(([thread, ms]) => [thread, ((ms - (before.get(thread) ?? 0)) * 1000) / requests] as const);
-  return { ...result, cpuPerRequest, postgresCpuPerRequest: (postgresMs * 1000) / requests };
+  return {
+    ...result,
+    cpuPerRequest,
+    postgresCpuPerRequest: (postgresMs * 1000) / requests,
+    loadGeneratorCpuPerRequest: (loadCpu.user + loadCpu.system) / requests,
+  };
 }
 
 /** 50 clients, each inserting one row per statement as fast as it can, for the bench duration. */
@@ -140,6 +147,7 @@ const suite: BenchSuite = async (reporter) => {
     for (const [thread, us] of fire.cpuPerRequest.filter(([, us]) => us >= 1).sort((a, b) => b[1] - a[1])) {
       reporter.figure(`fire on ${kind}: server CPU per request, thread ${thread}`, us, 'µs');
     }
+    reporter.figure(`fire on ${kind}: load generator (autocannon) CPU per request`, fire.loadGeneratorCpuPerRequest, 'µs');
     if (kind === 'postgres') reporter.figure('fire on postgres: PostgreSQL server CPU per request', fire.postgresCpuPerRequest, 'µs');
     if (fire.non2xx || fire.errors) reporter.note(`fire on ${kind}: ${fire.non2xx} non-2xx answers, ${fire.errors} errors`);
     reporter.ratio(`fire on ${kind} ÷ bare route`, fire.requestsPerSecond, bare.requestsPerSecond, kind === 'sqlite' ? '≥ 0.20' : undefined);

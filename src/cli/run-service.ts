@@ -46,8 +46,6 @@ export async function runService(config: Config, parts: ServiceParts, print: (te
   let forwarding: StoreSignals | null = null;
   try {
     if (parts.http) server = await startServer(container);
-    // The SQLite run writer's thread takes a few hundred ms to start: not on the first fire.
-    container.runCreator.warm();
     // An API-only process tells workers elsewhere about the runs it creates (PostgreSQL NOTIFY),
     // so they need not wait for their next poll; with background services the worker does it.
     if (parts.http && !parts.background) forwarding = await startStoreSignals(container);

@@ -72,33 +72,21 @@ export class RunCreator {
     this.concurrency = options.concurrency ?? 1;
     if (options.dialect === 'postgres') {
       this.write = (runs) => writeBatchOnPostgres(this.db, runs);
-      this.closeWriter = async () => undefined;
-      this.warmWriter = () => undefined;
     } else {
       const sqlite = sqliteBatchWriter(this.db);
       if (!sqlite) throw new Error('RunCreator needs a SQLite store opened by storage/connect.ts');
-      this.write = (runs) => sqlite.write(runs);
-      this.closeWriter = () => sqlite.close();
-      this.warmWriter = () => sqlite.warm();
+      this.write = sqlite;
     }
   }
 
   private readonly write: (runs: PreparedRun[]) => Promise<CreateOutcome[]>;
-  private readonly closeWriter: () => Promise<void>;
-  private readonly warmWriter: () => void;
   private idle: (() => void)[] = [];
 
-  /** Gets the writer ready ahead of the first run (SQLite: starts its thread). */
-  warm(): void {
-    this.warmWriter();
-  }
-
-  /** Waits for the batches in flight and the queue, then releases the writer (SQLite: its thread). */
+  /** Waits for the batches in flight and the queue, so nothing is written after the store closes. */
   async close(): Promise<void> {
     while (this.inFlight > 0 || this.queue.length > 0) {
       await new Promise<void>((resolve) => this.idle.push(resolve));
     }
-    await this.closeWriter();
   }
 
   create(run: PreparedRun): Promise<CreateOutcome> {

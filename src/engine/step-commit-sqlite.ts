@@ -19,9 +19,9 @@
  * written only when its own guard holds (lease at its fence, and the status its worker knows),
  * and everything commits together or not at all (an error rolls the whole batch back).
  *
- * IMMEDIATE: the serving connection is not the only writer (the run writer's thread,
- * run-creation/sqlite-writer-thread.ts); a transaction that takes the write lock up front waits
- * for it instead of failing on a stale snapshot.
+ * IMMEDIATE: the serving connection need not be the only writer (a `carepath admin` command,
+ * say, writes the same file); a transaction that takes the write lock up front waits for it
+ * instead of failing on a stale snapshot.
  */
 import type BetterSqlite3 from 'better-sqlite3';
 import type { Db } from '../storage/database.js';

@@ -2,8 +2,7 @@ import type BetterSqlite3 from 'better-sqlite3';
 import { FALLBACK_AUTOCHECKPOINT_PAGES } from './sqlite-checkpointer.js';
 
 /**
- * The settings every connection that writes a SQLite store uses: the serving connection
- * (connect.ts) and the run writer's thread (engine/run-creation/sqlite-writer-thread.ts).
+ * The settings of the connection that serves a SQLite store (connect.ts), in one place.
  *
  * WAL lets readers go on while one writer commits; synchronous=NORMAL in WAL mode keeps the
  * database consistent on power loss and fsyncs at checkpoints (docs/decisions.md). A writer that

@@ -1,24 +1,17 @@
 /**
- * Writes one batch of new runs on SQLite (PostgreSQL: batch-writer-postgres.ts).
+ * Writes one batch of new runs on SQLite (PostgreSQL: batch-writer-postgres.ts): the statements
+ * of sqlite-run-rows.ts on the serving connection, run synchronously while Kysely's lock on it
+ * is held (`db.connection()`), so no other caller's statements can interleave with them.
  *
- * A store in a file gets the writer thread (sqlite-writer-thread.ts): its own connection and
- * core. An in-memory store exists only on its one connection, so there the same statements
- * (sqlite-run-rows.ts) run on the serving connection, synchronously while Kysely's lock on it is
- * held (`db.connection()`), so no other caller's statements can interleave with them.
+ * Tried and not kept (docs/decisions.md): the same statements on a thread of their own, with a
+ * second connection. On this 2-core machine, where the load generator shares the cores, it
+ * moved CPU from the serving thread to the writer's without raising fires per second.
  */
 import type { Db } from '../../storage/database.js';
 import { sqliteConnectionOf } from '../../storage/connect.js';
 import { auditRow } from '../../modules/audit/audit.repository.js';
 import type { CreateOutcome, PreparedRun } from '../run-creator.js';
 import { runRowWriter, toRunRow, type RunRow } from './sqlite-run-rows.js';
-import { SqliteWriterThread } from './sqlite-writer-thread.js';
-
-export interface SqliteBatchWriter {
-  write(runs: PreparedRun[]): Promise<CreateOutcome[]>;
-  /** Starts the thread now rather than with the first batch. */
-  warm(): void;
-  close(): Promise<void>;
-}
 
 function rowsOf(runs: PreparedRun[]): RunRow[] {
   return runs.map((run) =>
@@ -35,21 +28,13 @@ function rowsOf(runs: PreparedRun[]): RunRow[] {
 }
 
 /** The SQLite writer for `db`, or undefined when `db` is not a SQLite store opened by storage/connect.ts. */
-export function sqliteBatchWriter(db: Db): SqliteBatchWriter | undefined {
+export function sqliteBatchWriter(db: Db): ((runs: PreparedRun[]) => Promise<CreateOutcome[]>) | undefined {
   const connection = sqliteConnectionOf(db);
   if (!connection) return undefined;
-  if (!connection.memory) {
-    const thread = new SqliteWriterThread(connection.name);
-    return { write: (runs) => thread.write(rowsOf(runs)), warm: () => thread.warm(), close: () => thread.close() };
-  }
   let write: ((rows: RunRow[]) => CreateOutcome[]) | undefined;
-  return {
-    write: (runs) =>
-      db.connection().execute(async () => {
-        write ??= runRowWriter(connection);
-        return write(rowsOf(runs));
-      }),
-    warm: () => undefined,
-    close: async () => undefined,
-  };
+  return (runs) =>
+    db.connection().execute(async () => {
+      write ??= runRowWriter(connection);
+      return write(rowsOf(runs));
+    });
 }

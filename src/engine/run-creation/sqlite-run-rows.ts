@@ -1,21 +1,18 @@
 /**
  * The SQLite statements that write a batch of new runs, on a better-sqlite3 connection: one
  * IMMEDIATE transaction of single-row INSERTs through statements prepared once per connection.
- * They run on the run writer's own thread (sqlite-writer-thread.ts) or, for an in-memory store
- * that no other connection can open, on the serving connection (batch-writer-sqlite.ts).
+ * batch-writer-sqlite.ts runs them on the serving connection.
  *
  * Why not Kysely's builder here: building and compiling a multi-row INSERT per table for every
  * batch, with a new statement text for every batch size, cost more CPU than SQLite's own work
  * (--cpu-prof, docs/decisions.md). On SQLite a prepared single-row INSERT run n times inside
  * one transaction does the same B-tree work as one n-row INSERT, so nothing is lost by it.
- *
- * This module imports nothing at run time but its own helpers, so the writer thread loads fast.
  */
 import type BetterSqlite3 from 'better-sqlite3';
 import type { CreateOutcome, PreparedRun } from '../run-creator.js';
 import { claimantsOf } from './claims.js';
 
-/** One new run as plain values: what crosses to the writer thread (structured clone). */
+/** One new run as the plain values its statements bind. */
 export interface RunRow {
   workspaceId: string;
   runId: string;

@@ -14,7 +14,7 @@
  * better-sqlite3 statement prepared once per connection, while Kysely's lock on the one serving
  * connection is held: no asynchronous round through the query executor for the worker's most
  * frequent statement. It stays one autocommit statement (its write lock is taken when it starts,
- * so the run writer's thread committing meanwhile cannot make it fail).
+ * so another process committing meanwhile cannot make it fail).
  */
 import type BetterSqlite3 from 'better-sqlite3';
 import type { Db, DbOrTx } from '../../storage/database.js';
