@@ -23,7 +23,7 @@
  * statement: each pooled connection parses and plans it once.
  */
 import type pg from 'pg';
-import { guardOf, type StepWrite } from './step-write.js';
+import { GUARDED_RUN_CHANGES, guardOf, type StepWrite } from './step-write.js';
 
 const COMMIT_STEPS_SQL = `
   with w as (
@@ -31,12 +31,7 @@ const COMMIT_STEPS_SQL = `
       as t(id, fence, state, from_status, to_status, check_status, ends, error, at)
   ),
   guarded as (
-    update runs set
-      engine_state = w.state,
-      automation_status = case when w.to_status <> w.from_status then w.to_status else runs.automation_status end,
-      updated_at = case when w.to_status <> w.from_status then w.at else runs.updated_at end,
-      error = case when w.ends = 1 then w.error else runs.error end,
-      lease_owner = case when w.ends = 1 then null else runs.lease_owner end
+    update runs set ${GUARDED_RUN_CHANGES}
     from w
     where runs.id = w.id
       and runs.lease_owner = $10

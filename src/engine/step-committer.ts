@@ -26,7 +26,7 @@ import type { RunStatus } from './run-status.js';
 import { swapStatusTags } from './run-transitions.js';
 import { commitPlainWritesOnPostgres } from './step-commit-postgres.js';
 import { commitPlainWritesOnSqlite } from './step-commit-sqlite.js';
-import { guardOf, isPlainWrite, type StepWrite } from './step-write.js';
+import { GUARDED_RUN_CHANGES, guardOf, isPlainWrite, type StepWrite } from './step-write.js';
 import { interruptWaits } from './sql/interrupt-waits.js';
 import { finishStepRow, insertSteps, interruptStepRow } from './sql/step-rows.js';
 import { memoText, repeatRows, runSql } from './sql/prepared.js';
@@ -168,12 +168,7 @@ const guardedUpdateTexts = new Map<number, string>();
 function guardedUpdateText(rows: number): string {
   const row = '(?, cast(? as integer), ?, ?, ?, cast(? as integer), cast(? as integer), ?, ?)';
   return `with w (id, fence, state, from_status, to_status, check_status, ends, error, at) as (values ${repeatRows(row, rows)})
-    update runs set
-      engine_state = w.state,
-      automation_status = case when w.to_status <> w.from_status then w.to_status else runs.automation_status end,
-      updated_at = case when w.to_status <> w.from_status then w.at else runs.updated_at end,
-      error = case when w.ends = 1 then w.error else runs.error end,
-      lease_owner = case when w.ends = 1 then null else runs.lease_owner end
+    update runs set ${GUARDED_RUN_CHANGES}
     from w
     where runs.id = w.id
       and runs.lease_owner = ?

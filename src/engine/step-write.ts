@@ -71,3 +71,15 @@ export function guardOf(write: StepWrite): Guard {
 export function isPlainWrite(write: StepWrite): boolean {
   return !write.effect && !write.interruptStep && !(write.end && write.closeOpenSteps) && !write.alone;
 }
+
+/**
+ * The SET list of the guarded run UPDATE, over a row source `w` of (id, fence, state,
+ * from_status, to_status, check_status, ends, error, at): the same on both stores'
+ * batch commits (step-committer.ts, step-commit-postgres.ts).
+ */
+export const GUARDED_RUN_CHANGES = `
+      engine_state = w.state,
+      automation_status = case when w.to_status <> w.from_status then w.to_status else runs.automation_status end,
+      updated_at = case when w.to_status <> w.from_status then w.at else runs.updated_at end,
+      error = case when w.ends = 1 then w.error else runs.error end,
+      lease_owner = case when w.ends = 1 then null else runs.lease_owner end`;

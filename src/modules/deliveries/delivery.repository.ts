@@ -8,7 +8,12 @@ import type { Database, DbOrTx, DeliveryTable } from '../../storage/database.js'
 import type { Dialect } from '../../storage/connect.js';
 import { newestFirstPage, type Page } from '../../lib/cursor.js';
 import { parseJson } from '../../lib/json.js';
-import { DELIVERY_COLUMNS, sqliteDeliveryStatementsOf, type SqliteDeliveryStatements } from './sqlite-delivery-statements.js';
+import {
+  COLUMNS_WITHOUT_BODY,
+  DELIVERY_COLUMNS,
+  sqliteDeliveryStatementsOf,
+  type SqliteDeliveryStatements,
+} from './sqlite-delivery-statements.js';
 
 export type DeliveryRow = DeliveryTable;
 
@@ -44,30 +49,6 @@ export function toDeliveryView(row: Omit<DeliveryRow, 'body'>): DeliveryView {
     error: row.error,
   };
 }
-
-/** Every column but the body, which lists and claims never need to carry around. */
-const COLUMNS_WITHOUT_BODY = [
-  'id',
-  'tenant_id',
-  'workspace_id',
-  'webhook_id',
-  'request_id',
-  'idempotency_key',
-  'body_sha256',
-  'accepted',
-  'status',
-  'attempts',
-  'lease_owner',
-  'lease_expires_at',
-  'received_at',
-  'processed_at',
-  'problems',
-  'problem_count',
-  'events',
-  'runs_started',
-  'error',
-  'pending_wakes',
-] as const;
 
 /** Inserts a delivery; false when its (endpoint, Idempotency-Key) was stored before. */
 export async function insertDelivery(db: DbOrTx, row: DeliveryRow): Promise<boolean> {

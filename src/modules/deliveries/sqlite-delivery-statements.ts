@@ -62,8 +62,10 @@ export const DELIVERY_COLUMNS = [
 
 const prepared = new WeakMap<BetterSqlite3.Database, SqliteDeliveryStatements>();
 
-/** Every column but the body (claims return it only when asked). */
-export const COLUMNS_WITHOUT_BODY = DELIVERY_COLUMNS.filter((column) => column !== 'body');
+/** Every column but the body, which lists and claims never need to carry around (claims return it only when asked). */
+export const COLUMNS_WITHOUT_BODY = DELIVERY_COLUMNS.filter(
+  (column): column is Exclude<(typeof DELIVERY_COLUMNS)[number], 'body'> => column !== 'body',
+);
 
 /** Received deliveries, and processing ones whose lease ran out (parameter: now). */
 const CLAIMABLE = `(status = 'received' or (status = 'processing' and lease_expires_at < ?))`;
