@@ -9,7 +9,7 @@
  * KiB), and its texts were built per batch size. A one-node run on SQLite spent more CPU around
  * its SQL than in it (--cpu-prof, src/engine/README.md "Decisions"). On SQLite a prepared
  * single-row statement run n times inside one transaction does the same B-tree work as one n-row
- * statement (sqlite-run-rows.ts measured the same for new runs).
+ * statement (run-creation/batch-writer-sqlite.ts measured the same for new runs).
  *
  * Each run's guarded UPDATE sets only the columns its move changes: a step of a run that stays
  * `running` does not rewrite the status columns, so SQLite leaves the three indexes on

@@ -6,8 +6,7 @@ import pg from 'pg';
 import type { Database, Db } from './database.js';
 import { withStatementCache } from './sqlite-statement-cache.js';
 import { SchemaScopedPostgresDialect } from './schema-scoped-dialect.js';
-import { startCheckpointer } from './sqlite-checkpointer.js';
-import { configureSqliteConnection } from './sqlite-pragmas.js';
+import { FALLBACK_AUTOCHECKPOINT_PAGES, startCheckpointer } from './sqlite-checkpointer.js';
 import { ImmediateSqliteDialect } from './immediate-sqlite-dialect.js';
 
 export type Dialect = 'sqlite' | 'postgres';
@@ -65,10 +64,19 @@ function openSqlite(path: string): Store {
   const file = path === ':memory:' || path === '' ? ':memory:' : path;
   if (file !== ':memory:') mkdirSync(dirname(file), { recursive: true });
   const connection = new BetterSqlite3(file);
-  configureSqliteConnection(connection);
+  // WAL lets readers go on while one writer commits; synchronous=NORMAL in WAL mode keeps the
+  // database consistent on power loss and fsyncs at checkpoints (docs/decisions.md). Statement
+  // journals (an INSERT whose triggers write other tables opens one) stay in memory.
+  connection.pragma('journal_mode = WAL');
+  connection.pragma('synchronous = NORMAL');
+  connection.pragma('busy_timeout = 5000');
+  connection.pragma('temp_store = memory');
   const db = new Kysely<Database>({ dialect: new ImmediateSqliteDialect({ database: withStatementCache(connection) }) });
   sqliteConnections.set(db, connection);
   if (file === ':memory:') return { db, dialect: 'sqlite', close: () => db.destroy() };
+  // Checkpoints run on their own thread (sqlite-checkpointer.ts); this connection checkpoints
+  // only if the WAL grows well past SQLite's default, should that thread fall behind.
+  connection.pragma(`wal_autocheckpoint = ${FALLBACK_AUTOCHECKPOINT_PAGES}`);
   const checkpointer = startCheckpointer(file);
   return {
     db,

@@ -10,11 +10,11 @@
  */
 import type { Db } from '../../storage/database.js';
 import { postgresPoolOf } from '../../storage/connect.js';
-import { auditRow } from '../../modules/audit/audit.repository.js';
 import type { CreateOutcome, PreparedRun } from '../run-creator.js';
 import { claimantsOf, readStandingClaims } from './claims.js';
+import { runCreatedAudit } from './run-audit.js';
 
-export const CREATE_RUNS_SQL = `
+const CREATE_RUNS_SQL = `
   with input as (
     select * from unnest(
       $1::text[], $2::text[],
@@ -69,7 +69,7 @@ export const CREATE_RUNS_SQL = `
 
 export async function writeBatchOnPostgres(db: Db, runs: PreparedRun[]): Promise<CreateOutcome[]> {
   const outcomes: (CreateOutcome | null)[] = runs.map(() => null);
-  const claimants = new Set(claimantsOf(runs, (run) => run.ctx.workspaceId));
+  const claimants = new Set(claimantsOf(runs));
   // Runs that share a key with an earlier run of this batch do not take part; they read the claim.
   const candidates = runs.map((run, i) => ({ run, i })).filter(({ run, i }) => !run.claim || claimants.has(i));
   // Claimants first, in key order (lock order), then the runs without a key.
@@ -80,14 +80,7 @@ export async function writeBatchOnPostgres(db: Db, runs: PreparedRun[]): Promise
   });
 
   const column = <T>(pick: (run: PreparedRun) => T) => candidates.map(({ run }) => pick(run));
-  const audits = candidates.map(({ run }) =>
-    auditRow(run.ctx, run.at, {
-      action: 'run.create',
-      resourceType: 'run',
-      resourceId: run.runId,
-      details: { triggerId: run.triggerId, sourceId: run.blueprint.id, status: run.status, ...run.origin },
-    }),
-  );
+  const audits = candidates.map(({ run }) => runCreatedAudit(run));
 
   const pool = postgresPoolOf(db);
   if (!pool) throw new Error('writeBatchOnPostgres needs a PostgreSQL store opened by storage/connect.ts');

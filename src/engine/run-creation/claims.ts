@@ -6,14 +6,11 @@ import type { CreateOutcome, PreparedRun } from '../run-creator.js';
  * later one with the same key is answered from the claim after the commit). Sorted by key so
  * that concurrent batches take key locks in one order and cannot deadlock.
  */
-export function claimantsOf<T extends { claim: { key: string } | null }>(
-  runs: readonly T[],
-  workspaceOf: (run: T) => string,
-): number[] {
+export function claimantsOf(runs: PreparedRun[]): number[] {
   const firstOfKey = new Map<string, number>();
   runs.forEach((run, i) => {
     if (!run.claim) return;
-    const scopeKey = `${workspaceOf(run)}\u0000${run.claim.key}`;
+    const scopeKey = `${run.ctx.workspaceId}\u0000${run.claim.key}`;
     if (!firstOfKey.has(scopeKey)) firstOfKey.set(scopeKey, i);
   });
   return [...firstOfKey.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, i]) => i);
