@@ -9,6 +9,7 @@ import { Registry } from 'prom-client';
 import type { Container } from '../container.js';
 import type { Api } from './types.js';
 import { requestIdFrom } from './plugins/request-id.js';
+import { lazyRequestLoggerFactory } from './plugins/request-logger.js';
 import { registerErrorHandling } from './plugins/errors.js';
 import { acceptJsonOnly } from './plugins/json-body.js';
 import { useStrictValidation } from './plugins/validation.js';
@@ -30,6 +31,7 @@ export async function buildApp(container: Container, options: AppOptions = {}): 
   const app = Fastify({
     loggerInstance: container.logger as FastifyBaseLogger,
     logController: new LogController({ disableRequestLogging: !options.logRequests, requestIdLogLabel: 'requestId' }),
+    childLoggerFactory: lazyRequestLoggerFactory,
     bodyLimit: API_BODY_LIMIT,
     genReqId: requestIdFrom,
     return503OnClosing: true,

@@ -1,12 +1,13 @@
-import pino, { type Logger } from 'pino';
+import pino, { type DestinationStream, type Logger } from 'pino';
 
 /**
  * Logs carry what happened, never what was in it: no bodies, FHIR resources, keys or secrets
  * (DESIGN §10). Request logs name method, route and status; the redaction list is a second line
- * of defence for anything that slips through.
+ * of defence for anything that slips through. Lines go to standard output, or to `destination`
+ * (tests read them back).
  */
-export function createLogger(level: string): Logger {
-  return pino({
+export function createLogger(level: string, destination?: DestinationStream): Logger {
+  const options: pino.LoggerOptions = {
     level,
     base: { service: 'carepath' },
     redact: {
@@ -14,6 +15,12 @@ export function createLogger(level: string): Logger {
         'req.headers.authorization',
         'req.headers["x-service-signature"]',
         'headers.authorization',
+        // At the top of a line and one level down (pino's `*` is exactly one level).
+        'secret',
+        'key',
+        'payload',
+        'resource',
+        'body',
         '*.secret',
         '*.key',
         '*.payload',
@@ -31,7 +38,8 @@ export function createLogger(level: string): Logger {
       }),
       res: (res: { statusCode: number }) => ({ statusCode: res.statusCode }),
     },
-  });
+  };
+  return destination ? pino(options, destination) : pino(options);
 }
 
 export type { Logger };
