@@ -22,10 +22,23 @@ export function registerMetrics(app: FastifyInstance, registry: Registry): void 
     registers: [registry],
   });
 
-  app.addHook('onResponse', async (request, reply) => {
+  // The labelled series of each (method, route, status), looked up once: prom-client hashes a
+  // label object on every inc and observe otherwise. Routes are patterns, so the map stays small.
+  const series = new Map<string, { answered: Counter.Internal; took: Histogram.Internal<string> }>();
+  app.addHook('onResponse', (request, reply, done) => {
     const route = request.routeOptions.url ?? 'unmatched';
-    requests.inc({ method: request.method, route, status: String(reply.statusCode) });
-    latency.observe({ method: request.method, route }, reply.elapsedTime / 1000);
+    const name = `${request.method} ${reply.statusCode} ${route}`;
+    let found = series.get(name);
+    if (!found) {
+      found = {
+        answered: requests.labels({ method: request.method, route, status: String(reply.statusCode) }),
+        took: latency.labels({ method: request.method, route }),
+      };
+      series.set(name, found);
+    }
+    found.answered.inc();
+    found.took.observe(reply.elapsedTime / 1000);
+    done();
   });
 
   app.get('/metrics', { schema: { hide: true } }, async (_request, reply) => {

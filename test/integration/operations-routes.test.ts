@@ -1,0 +1,57 @@
+import { expect, it } from 'vitest';
+import { describeEachStore } from '../helpers/test-env.js';
+
+/** One sample of a Prometheus text exposition: the value of `name{labels}`, or undefined. */
+function sample(text: string, name: string, labels: Record<string, string>): number | undefined {
+  const wanted = Object.entries(labels).map(([label, value]) => `${label}="${value}"`);
+  for (const line of text.split('\n')) {
+    if (!line.startsWith(`${name}{`)) continue;
+    const inside = line.slice(name.length + 1, line.lastIndexOf('}'));
+    const parts = inside.split(',');
+    if (parts.length === wanted.length && wanted.every((pair) => parts.includes(pair))) return Number(line.slice(line.lastIndexOf(' ') + 1));
+  }
+  return undefined;
+}
+
+describeEachStore('operations routes (/healthz, /readyz, /metrics)', (env) => {
+  it('answers /healthz and /readyz without a key and reveals nothing else', async () => {
+    const health = await env.app.inject({ method: 'GET', url: '/healthz' });
+    expect(health.statusCode).toBe(200);
+    expect(health.json()).toEqual({ status: 'ok' });
+    const ready = await env.app.inject({ method: 'GET', url: '/readyz' });
+    expect(ready.statusCode).toBe(200);
+    expect(ready.json()).toEqual({ status: 'ready' });
+  });
+
+  it('counts and times requests by method, route pattern and status, never by raw URL', async () => {
+    const ws = await env.workspace();
+    const before = await env.app.inject({ method: 'GET', url: '/metrics' });
+    const counted = (text: string, labels: Record<string, string>) => sample(text, 'carepath_http_requests_total', labels) ?? 0;
+    const runRoute = { method: 'GET', route: '/v1/runs/:runId', status: '404' };
+    const meRoute = { method: 'GET', route: '/v1/me', status: '200' };
+    const startRuns = counted(before.body, runRoute);
+    const startMe = counted(before.body, meRoute);
+
+    const missingRun = '0190c0de-0000-7000-8000-000000000001';
+    for (let i = 0; i < 3; i++) expect((await ws.call('GET', `/v1/runs/${missingRun}`)).statusCode).toBe(404);
+    expect((await ws.call('GET', '/v1/me')).statusCode).toBe(200);
+    expect((await ws.call('GET', '/v1/me', { key: null })).statusCode).toBe(401);
+
+    const res = await env.app.inject({ method: 'GET', url: '/metrics' });
+    expect(res.statusCode).toBe(200);
+    expect(res.headers['content-type']).toMatch(/^text\/plain/);
+    expect(counted(res.body, runRoute)).toBe(startRuns + 3);
+    expect(counted(res.body, meRoute)).toBe(startMe + 1);
+    expect(counted(res.body, { method: 'GET', route: '/v1/me', status: '401' })).toBeGreaterThanOrEqual(1);
+    // The latency histogram has a series per route, and every request landed in +Inf.
+    const timed = sample(res.body, 'carepath_http_request_duration_seconds_count', { method: 'GET', route: '/v1/runs/:runId' });
+    expect(timed).toBeGreaterThanOrEqual(3);
+    expect(sample(res.body, 'carepath_http_request_duration_seconds_bucket', { le: '+Inf', method: 'GET', route: '/v1/runs/:runId' })).toBe(timed);
+    // Ids, keys and workspaces stay out of the labels.
+    expect(res.body).not.toContain(missingRun);
+    expect(res.body).not.toContain(ws.workspaceId);
+    expect(res.body).not.toContain(ws.key);
+    // Node's process metrics are there too.
+    expect(res.body).toContain('process_cpu_user_seconds_total');
+  });
+});
