@@ -1,0 +1,88 @@
+import { sql } from 'kysely';
+import { afterAll, expect, it } from 'vitest';
+import { createContainer, type Container } from '../../src/container.js';
+import { loadConfig } from '../../src/config.js';
+import { createLogger } from '../../src/lib/logger.js';
+import { buildApp } from '../../src/http/app.js';
+import type { Api } from '../../src/http/types.js';
+import { describeEachStore, type TestEnv } from '../helpers/test-env.js';
+
+/** Six calls a minute per key: small enough to spend in a test, and nothing refills meanwhile. */
+const BUDGET = 6;
+
+/** A second service process on the same PostgreSQL schema, as far as the store can tell. */
+async function secondProcess(env: TestEnv): Promise<{ container: Container; app: Api }> {
+  const schema = (await sql<{ s: string }>`select current_schema() as s`.execute(env.db)).rows[0].s;
+  const container = await createContainer(
+    loadConfig({ CAREPATH_DATABASE_URL: env.container.config.databaseUrl, CAREPATH_RATE_LIMIT: `${BUDGET}/60s` }),
+    { logger: createLogger('silent'), storeOptions: { schema, poolSize: 2 } },
+  );
+  const app = await buildApp(container);
+  await app.ready();
+  return { container, app };
+}
+
+describeEachStore(
+  'rate limiting per API key',
+  (env) => {
+    const others: { container: Container; app: Api }[] = [];
+    afterAll(async () => {
+      for (const { app, container } of others) {
+        await app.close();
+        await container.close();
+      }
+    });
+
+    it('tells every answer the budget left, then answers 429 rate_limited with Retry-After', async () => {
+      const ws = await env.workspace();
+      const remaining: number[] = [];
+      for (let i = 0; i < BUDGET; i++) {
+        const res = await ws.call('GET', '/v1/me');
+        expect(res.statusCode).toBe(200);
+        expect(Number(res.headers['ratelimit-limit'])).toBe(BUDGET);
+        expect(Number(res.headers['ratelimit-reset'])).toBeGreaterThan(0);
+        remaining.push(Number(res.headers['ratelimit-remaining']));
+      }
+      expect(remaining.at(-1)).toBe(0);
+      for (let i = 1; i < remaining.length; i++) expect(remaining[i]).toBeLessThanOrEqual(remaining[i - 1]);
+
+      const refused = await ws.call('GET', '/v1/me', { headers: { 'x-request-id': 'req-over-budget' } });
+      expect(refused.statusCode).toBe(429);
+      expect(refused.json()).toEqual({ error: expect.any(String), code: 'rate_limited', requestId: 'req-over-budget' });
+      expect(Number(refused.headers['retry-after'])).toBeGreaterThanOrEqual(1);
+      expect(refused.headers['ratelimit-remaining']).toBe('0');
+    });
+
+    it('gives each key a budget of its own, within one workspace too', async () => {
+      const ws = await env.workspace();
+      for (let i = 0; i < BUDGET; i++) await ws.call('GET', '/v1/me');
+      expect((await ws.call('GET', '/v1/me')).statusCode).toBe(429);
+      const other = await ws.keyWith([]);
+      expect((await ws.call('GET', '/v1/me', { key: other.key })).statusCode).toBe(200);
+    });
+
+    it('answers an unknown key 401, not 429, once a real key has spent its budget', async () => {
+      const ws = await env.workspace();
+      for (let i = 0; i < BUDGET + 2; i++) await ws.call('GET', '/v1/me');
+      const unknown = await ws.call('GET', '/v1/me', { key: `cpk_staging_${'B'.repeat(43)}` });
+      expect(unknown.statusCode).toBe(401);
+    });
+
+    if (env.kind === 'postgres') {
+      it('shares one budget between processes on PostgreSQL', async () => {
+        const second = await secondProcess(env);
+        others.push(second);
+        const ws = await env.workspace();
+        const callSecond = () => second.app.inject({ method: 'GET', url: '/v1/me', headers: { authorization: `Bearer ${ws.key}` } });
+        // Half the budget through each process, alternating.
+        for (let i = 0; i < BUDGET; i++) {
+          const res = i % 2 === 0 ? await ws.call('GET', '/v1/me') : await callSecond();
+          expect(res.statusCode).toBe(200);
+        }
+        expect((await ws.call('GET', '/v1/me')).statusCode).toBe(429);
+        expect((await callSecond()).statusCode).toBe(429);
+      });
+    }
+  },
+  { env: { CAREPATH_RATE_LIMIT: `${BUDGET}/60s` } },
+);
