@@ -1,5 +1,6 @@
 import { expect, it } from 'vitest';
 import { describeEachStore } from '../helpers/test-env.js';
+import { listKeys } from '../../src/modules/tenancy/tenancy.repository.js';
 
 describeEachStore('GET /v1/me', (env) => {
   it('returns the key context for a valid key', async () => {
@@ -49,5 +50,24 @@ describeEachStore('GET /v1/me', (env) => {
     const ws = await env.workspace();
     const res = await ws.call('GET', '/v1/me', { headers: { 'x-request-id': 'x'.repeat(129) } });
     expect(res.headers['x-request-id']).toMatch(/^[0-9a-f-]{36}$/);
+  });
+
+  it('records lastUsedAt for a key whose call succeeded, and only then', async () => {
+    const ws = await env.workspace();
+    const used = await ws.keyWith([]);
+    const refused = await ws.keyWith(['runs:read']);
+    const lastUsed = async () => new Map((await listKeys(env.db, ws.workspaceId)).map((key) => [key.keyId, key.lastUsedAt]));
+    expect((await lastUsed()).get(used.keyId)).toBeNull();
+
+    const before = new Date().toISOString();
+    expect((await ws.call('GET', '/v1/me', { key: used.key })).statusCode).toBe(200);
+    // No scope for triggers: a 403 is not a use.
+    expect((await ws.call('GET', '/v1/triggers', { key: refused.key })).statusCode).toBe(403);
+    // Written at most once a second per process; flushed here rather than waited for.
+    await env.container.keyUsage.flush();
+
+    const after = await lastUsed();
+    expect(after.get(used.keyId)! >= before).toBe(true);
+    expect(after.get(refused.keyId)).toBeNull();
   });
 });
