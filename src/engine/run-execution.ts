@@ -17,7 +17,7 @@ import { AUTOMATIONS } from './automations/index.js';
 import { ReplanNeeded, StepFailure, type LocalOutcome, type StepRequest } from './automations/automation.js';
 import { hasEventWaits, type EngineState, type OpenStep, type RunEnd } from './engine-state.js';
 import type { EngineServices } from './engine-services.js';
-import { beginStep, finishStep, plan, type Move, type ReceivedEvent, type StepResult } from './executor.js';
+import { beginStep, finishStep, plan, planAfterStep, type Move, type ReceivedEvent, type StepResult } from './executor.js';
 import type { GraphIndex } from './graph-index.js';
 import { expressionContext, linkCheck, type RunInHand } from './run-context.js';
 import { receivedEvents } from './sql/event-wait-rows.js';
@@ -257,9 +257,8 @@ export class RunExecution {
     at: string,
     step: StepInHand,
   ): Promise<Turn> {
-    const finished = finishStep(state, move.nodeId, move.automation.id, outcome.result, at);
-    const holds = linkCheck(this.expressions, expressionContext(this.run, finished));
-    const after = plan(this.graph, finished, { now: at, holds });
+    const finished = { nodeId: move.nodeId, automationId: move.automation.id, result: outcome.result, at };
+    const after = planAfterStep(this.graph, state, finished, (next) => linkCheck(this.expressions, expressionContext(this.run, next)));
     const ends = after.move.kind === 'end' ? after.move.end : null;
     const finish = stepFinish(outcome.result, at);
     await this.commit({
