@@ -2,6 +2,8 @@
  * Fire-trigger throughput and latency (issue: management API). Baselines measured in the same
  * run: a bare Fastify route (both stores) and, for PostgreSQL, a plain 50-client single-row
  * insert loop. Half of the fires carry a fresh Idempotency-Key, so the claim path is exercised.
+ * Each baseline is measured right before and right after the fires it is compared with, and
+ * the ratio uses their mean: this machine's speed drifts within minutes.
  */
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
@@ -95,7 +97,7 @@ async function fireLoad(store: BenchStore) {
 async function plainInsertLoop(schema: string): Promise<{ rowsPerSecond: number; postgresCpuPerRow: number }> {
   const setup = new pg.Client({ connectionString: POSTGRES_URL });
   await setup.connect();
-  await setup.query(`create table ${schema}.insert_baseline (id text primary key, body text not null, created_at text not null)`);
+  await setup.query(`create table if not exists ${schema}.insert_baseline (id text primary key, body text not null, created_at text not null)`);
   await setup.end();
   const clients = await Promise.all(
     Array.from({ length: CONNECTIONS }, async () => {
@@ -134,13 +136,18 @@ const suite: BenchSuite = async (reporter) => {
     body: '{"payload":{"n":1}}',
   };
   await load({ ...bareOptions, duration: 2 });
-  const bare = await load({ ...bareOptions, duration: DURATION_S, connections: CONNECTIONS });
-  await bareServer.stop();
-  reporter.figure('bare Fastify route', bare.requestsPerSecond, 'req/s');
+  const bareRoute = async () => (await load({ ...bareOptions, duration: DURATION_S, connections: CONNECTIONS })).requestsPerSecond;
 
   for (const kind of FIRE_STORES) {
     const store = await benchStore(kind);
+    const bareBefore = await bareRoute();
+    const insertsBefore = kind === 'postgres' ? await plainInsertLoop(store.schema!) : undefined;
     const fire = await fireLoad(store);
+    const bareAfter = await bareRoute();
+    const insertsAfter = kind === 'postgres' ? await plainInsertLoop(store.schema!) : undefined;
+    const bare = (bareBefore + bareAfter) / 2;
+    reporter.figure(`bare Fastify route, before and after the fires on ${kind} (mean)`, bare, 'req/s');
+    reporter.note(`bare Fastify route: ${Math.round(bareBefore)} req/s before, ${Math.round(bareAfter)} after`);
     reporter.figure(`fire on ${kind}`, fire.requestsPerSecond, 'req/s');
     reporter.figure(`fire on ${kind} latency p50`, fire.p50, 'ms');
     reporter.figure(`fire on ${kind} latency p99`, fire.p99, 'ms');
@@ -150,15 +157,17 @@ const suite: BenchSuite = async (reporter) => {
     reporter.figure(`fire on ${kind}: load generator (autocannon) CPU per request`, fire.loadGeneratorCpuPerRequest, 'µs');
     if (kind === 'postgres') reporter.figure('fire on postgres: PostgreSQL server CPU per request', fire.postgresCpuPerRequest, 'µs');
     if (fire.non2xx || fire.errors) reporter.note(`fire on ${kind}: ${fire.non2xx} non-2xx answers, ${fire.errors} errors`);
-    reporter.ratio(`fire on ${kind} ÷ bare route`, fire.requestsPerSecond, bare.requestsPerSecond, kind === 'sqlite' ? '≥ 0.20' : undefined);
-    if (kind === 'postgres') {
-      const inserts = await plainInsertLoop(store.schema!);
-      reporter.figure('plain 50-client single-row insert loop (PostgreSQL)', inserts.rowsPerSecond, 'rows/s');
-      reporter.figure('insert loop: PostgreSQL server CPU per row', inserts.postgresCpuPerRow, 'µs');
-      reporter.ratio('fire on postgres ÷ insert loop', fire.requestsPerSecond, inserts.rowsPerSecond, '≥ 0.6');
+    reporter.ratio(`fire on ${kind} ÷ bare route`, fire.requestsPerSecond, bare, kind === 'sqlite' ? '≥ 0.20' : undefined);
+    if (insertsBefore && insertsAfter) {
+      const rows = (insertsBefore.rowsPerSecond + insertsAfter.rowsPerSecond) / 2;
+      reporter.figure('plain 50-client single-row insert loop (PostgreSQL), before and after the fires (mean)', rows, 'rows/s');
+      reporter.note(`insert loop: ${Math.round(insertsBefore.rowsPerSecond)} rows/s before, ${Math.round(insertsAfter.rowsPerSecond)} after`);
+      reporter.figure('insert loop: PostgreSQL server CPU per row', (insertsBefore.postgresCpuPerRow + insertsAfter.postgresCpuPerRow) / 2, 'µs');
+      reporter.ratio('fire on postgres ÷ insert loop', fire.requestsPerSecond, rows, '≥ 0.6');
     }
     await store.drop();
   }
+  await bareServer.stop();
 };
 
 export default suite;
