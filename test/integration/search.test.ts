@@ -1,6 +1,10 @@
 import { expect, it } from 'vitest';
+import { sql } from 'kysely';
 import { describeEachStore, simpleBlueprint, type TestEnv, type TestWorkspace } from '../helpers/test-env.js';
 import { insertRecords, type RecordInput } from '../../src/modules/records/record.repository.js';
+import { findMatches, findRecordPage } from '../../src/modules/search/search.repository.js';
+import { searchExecutedAroundIds } from '../../src/modules/search/search-audit.js';
+import { systemContext } from '../../src/auth/context.js';
 
 interface Hit {
   id: string;
@@ -193,6 +197,108 @@ describeEachStore('search', (env) => {
       ids: result.json().results.map((hit: Hit) => hit.id),
     });
     expect(pathway.details).toMatchObject({ resourceType: 'Pathway', ids: [], total: 0 });
+  });
+
+  it('stores the audit details as text exactly as JSON.stringify would, ids in page order, whichever way the page is read', async () => {
+    const ws = await env.workspace();
+    const many: RecordInput[] = Array.from({ length: 40 }, (_, i) => ({
+      resourceType: 'Patient',
+      extId: `m-${i}`,
+      name: `Many ${String(i % 7).padStart(2, '0')}`, // ties in name: the id breaks them
+      tags: i % 2 === 0 ? ['even'] : i === 39 ? ['rare'] : [],
+    }));
+    await seed(env, ws, many);
+    // A common tag is walked (on PostgreSQL, by one statement that also writes the audit row);
+    // a rare one is fetched and sorted, and its audit row written on its own.
+    const bodies = [
+      { resourceType: 'Patient', filters: [{ op: 'with', tag: 'even' }], order: 'name', orderDirection: 'desc', limit: 7, offset: 3 },
+      { resourceType: 'Patient', filters: [{ tag: 'rare', op: 'with' }, { op: 'without', tag: 'even' }], limit: 5 },
+      { resourceType: 'Patient', filters: [{ op: 'with', tag: 'even' }], order: 'extId', offset: 19 },
+    ];
+    for (const body of bodies) {
+      const res = await ws.call('POST', '/v1/search', { body });
+      expect(res.statusCode, res.body).toBe(200);
+      const answer = res.json() as { total: number; limit: number; offset: number; results: Hit[] };
+      const [row] = await env.db
+        .selectFrom('audit_events')
+        .select(['details'])
+        .where('workspace_id', '=', ws.workspaceId)
+        .where('action', '=', 'search.execute')
+        .orderBy('id', 'desc')
+        .limit(1)
+        .execute();
+      expect(row.details).toBe(
+        JSON.stringify({
+          resourceType: 'Patient',
+          filters: body.filters,
+          total: answer.total,
+          limit: answer.limit,
+          offset: answer.offset,
+          ids: answer.results.map((hit) => hit.id),
+        }),
+      );
+    }
+    expect(await auditOf(ws)).toHaveLength(bodies.length);
+  });
+
+  it('on PostgreSQL writes the audit row of a walked page in the page statement itself; on SQLite leaves it to the service', async () => {
+    const ws = await env.workspace();
+    await seed(env, ws, PATIENTS);
+    const criteria = { resourceType: 'Patient' as const, filters: [{ op: 'with' as const, tag: 'copd' }] };
+    const matches = await findMatches(env.db, ws.workspaceId, criteria);
+    const facts = { ...criteria, total: matches.total, limit: 2, offset: 1 };
+    const ctx = systemContext(ws.tenantId, ws.workspaceId, 'page-statement-audit');
+    const page = await findRecordPage(env.db, ws.workspaceId, matches, { order: 'name', direction: 'asc', limit: 2, offset: 1 }, () =>
+      searchExecutedAroundIds(ctx, new Date().toISOString(), facts),
+    );
+    expect(page.hits.map((hit) => hit.name)).toEqual(['Bob Brown', 'Carol Chen']);
+    expect(page.audited).toBe(env.kind === 'postgres');
+    const rows = await env.db.selectFrom('audit_events').selectAll().where('request_id', '=', 'page-statement-audit').execute();
+    if (env.kind === 'sqlite') {
+      expect(rows).toEqual([]);
+      return;
+    }
+    expect(rows).toHaveLength(1);
+    expect(rows[0]).toMatchObject({ workspace_id: ws.workspaceId, tenant_id: ws.tenantId, action: 'search.execute', resource_type: 'search', resource_id: null, outcome: 'success' });
+    expect(JSON.parse(rows[0].details)).toEqual({ ...facts, ids: page.hits.map((hit) => hit.id) });
+  });
+
+  it('answers 500 and no records when the audit row cannot be written, whichever way the page is read', async () => {
+    const ws = await env.workspace();
+    await seed(env, ws, PATIENTS);
+    const refuse =
+      env.kind === 'sqlite'
+        ? [sql`create trigger refuse_search_audit before insert on audit_events when new.action = 'search.execute'
+            begin select raise(abort, 'audit refused'); end`]
+        : [
+            sql`create function refuse_search_audit() returns trigger language plpgsql as $$
+              begin if new.action = 'search.execute' then raise exception 'audit refused'; end if; return new; end $$`,
+            sql`create trigger refuse_search_audit before insert on audit_events for each row execute function refuse_search_audit()`,
+          ];
+    for (const statement of refuse) await statement.execute(env.db);
+    try {
+      for (const body of [
+        { resourceType: 'Patient', filters: [{ op: 'with', tag: 'copd' }], limit: 2 }, // walked
+        { resourceType: 'Patient', filters: [{ op: 'without', tag: 'copd' }, { op: 'without', tag: 'diabetes' }] }, // fetched
+        { resourceType: 'Patient', offset: 10 }, // past the end: no page read at all
+      ]) {
+        for (const url of ['/v1/search', '/v1/search/count']) {
+          const res = await ws.call('POST', url, { body });
+          expect(res.statusCode, `${url} ${JSON.stringify(body)}`).toBe(500);
+          expect(res.json()).toMatchObject({ code: 'internal' });
+          expect(res.body).not.toContain('Alice');
+          expect(res.json()).not.toHaveProperty('results');
+          expect(res.json()).not.toHaveProperty('total');
+        }
+      }
+      // Practitioner searches write no audit row, so they still answer.
+      expect((await ws.call('POST', '/v1/search', { body: { resourceType: 'Practitioner' } })).statusCode).toBe(200);
+    } finally {
+      await sql`drop trigger refuse_search_audit ${sql.raw(env.kind === 'postgres' ? 'on audit_events' : '')}`.execute(env.db);
+      if (env.kind === 'postgres') await sql`drop function refuse_search_audit()`.execute(env.db);
+    }
+    expect(await auditOf(ws)).toEqual([]);
+    expect((await search(ws, { resourceType: 'Patient', filters: [{ op: 'with', tag: 'copd' }] })).total).toBe(3);
   });
 
   it('audits a Patient count with its total and no ids', async () => {

@@ -10,13 +10,17 @@
  *   bitmap, stop once `offset + limit` are found (cheap when matches are common);
  * - fetch: read exactly the matching records and let the store sort them (cheap when they are rare).
  * Both let the store compare the sort keys, so paging follows the store's collation either way.
- * On PostgreSQL the walk runs in the store, in the same statement that reads the hits.
+ * On PostgreSQL the walk runs in the store, in the same statement that reads the hits and, when
+ * asked, writes the search's audit row (walk-in-store.ts).
  */
 import { sql } from 'kysely';
 import type { DbOrTx } from '../../storage/database.js';
 import { dialectOfDb } from '../../storage/dialect.js';
-import { CHUNK_BITS, CHUNK_BYTES, chunkBytes, intersect, type TagBitmap } from './tag-bitmap.js';
+import { intersect, type TagBitmap } from './tag-bitmap.js';
 import { EVERY_RECORD, loadTagBitmaps } from './tag-bitmap.repository.js';
+import { hitsOf } from './hit-rows.js';
+import { matchWindow, walkInStore, type OrderColumn } from './walk-in-store.js';
+import type { AuditRowAroundIds } from './search-audit.js';
 import type { ResourceType, SearchHit, SearchOrder, TagFilter } from './search.schemas.js';
 
 export interface RecordCriteria {
@@ -44,7 +48,7 @@ const ORDER_COLUMN = {
   createdAt: 'created_at',
   updatedAt: 'updated_at',
   extId: 'ext_id',
-} as const satisfies Record<SearchOrder, string>;
+} as const satisfies Record<SearchOrder, OrderColumn>;
 
 /** The matches of a search, as of one snapshot of the store. */
 export async function findMatches(db: DbOrTx, workspaceId: string, criteria: RecordCriteria): Promise<Matches> {
@@ -70,71 +74,40 @@ const WALK_ROWS_PER_FETCHED_ROW = 8;
 const WALK_BATCH_MIN = 64;
 const WALK_BATCH_MAX = 4_096;
 
-/** One page of hits in the requested order, each with all of its tags (sorted). */
-export async function findRecordPage(db: DbOrTx, workspaceId: string, matches: Matches, query: RecordPageQuery): Promise<SearchHit[]> {
-  if (query.offset >= matches.total || query.limit === 0) return [];
-  const wanted = query.offset + query.limit;
-  const expectedWalk = (wanted * matches.everyRecord) / matches.total;
-  if (expectedWalk > WALK_ROWS_PER_FETCHED_ROW * matches.total) {
-    return hitsInOrder(db, workspaceId, await fetchMatchesInOrder(db, workspaceId, matches, query));
-  }
-  if (dialectOfDb(db) === 'postgres') {
-    const window = matchWindow(matches.positions);
-    if (window) return walkInStore(db, workspaceId, matches.resourceType, query, window);
-  }
-  return hitsInOrder(db, workspaceId, await walkOrderIndex(db, workspaceId, matches, query, expectedWalk));
-}
-
-/** The match bitmap as one run of bytes from `base` on, as PostgreSQL's `get_bit` reads it. */
-interface MatchWindow {
-  base: number;
-  end: number;
-  bits: Buffer;
-}
-
-/** At most this many chunks (8 KiB each) go to the store as one parameter. */
-const WINDOW_CHUNKS_MAX = 128;
-
-function matchWindow(positions: TagBitmap): MatchWindow | null {
-  const chunks = [...positions.chunks.keys()];
-  if (chunks.length === 0) return null;
-  const first = Math.min(...chunks);
-  const last = Math.max(...chunks);
-  if (last - first + 1 > WINDOW_CHUNKS_MAX) return null;
-  const bits = Buffer.alloc((last - first + 1) * CHUNK_BYTES);
-  // get_bit numbers bit n as bit n % 8 of byte n / 8: the little-endian layout of the words.
-  for (const [chunk, words] of positions.chunks) bits.set(chunkBytes(words), (chunk - first) * CHUNK_BYTES);
-  return { base: first * CHUNK_BITS, end: (last + 1) * CHUNK_BITS, bits };
+/** A page of hits, and whether the statement that read it also wrote the audit row it was given. */
+export interface RecordPage {
+  hits: SearchHit[];
+  audited: boolean;
 }
 
 /**
- * PostgreSQL: the walk and the hits in one statement. The order index (which carries `seq`) is
- * read in order, an entry kept when its bit is set in the match window, until the page is full;
- * then the page's records are joined with their tags. One round trip, and no walked position
- * travels to the service.
+ * One page of hits in the requested order, each with all of its tags (sorted). `audit`, when
+ * given, makes the audit row that the page's own statement writes where the page is one
+ * statement (PostgreSQL's walk; made only then); otherwise `audited` is false and writing the
+ * event is the caller's.
  */
-async function walkInStore(
+export async function findRecordPage(
   db: DbOrTx,
   workspaceId: string,
-  resourceType: ResourceType,
+  matches: Matches,
   query: RecordPageQuery,
-  window: MatchWindow,
-): Promise<SearchHit[]> {
-  const column = sql.ref(ORDER_COLUMN[query.order]);
-  const direction = sql.raw(query.direction === 'asc' ? 'asc' : 'desc');
-  const { rows } = await sql<HitRow>`
-    with page as (
-      select seq from records
-      where workspace_id = ${workspaceId} and resource_type = ${resourceType}
-        and case when seq >= ${window.base} and seq < ${window.end}
-                 then get_bit(${window.bits}::bytea, seq - ${window.base}) = 1 else false end
-      order by ${column} ${direction}, id ${direction}
-      limit ${query.limit} offset ${query.offset}
-    )
-    select r.seq, r.id, r.ext_id, r.name, r.resource_type, t.tag
-    from page join records r on r.seq = page.seq left join record_tags t on t.record_id = r.id
-    order by r.${column} ${direction}, r.id ${direction}, t.tag`.execute(db);
-  return [...hitsOf(rows).values()];
+  audit?: () => AuditRowAroundIds,
+): Promise<RecordPage> {
+  if (query.offset >= matches.total || query.limit === 0) return { hits: [], audited: false };
+  const wanted = query.offset + query.limit;
+  const expectedWalk = (wanted * matches.everyRecord) / matches.total;
+  if (expectedWalk > WALK_ROWS_PER_FETCHED_ROW * matches.total) {
+    return { hits: await hitsInOrder(db, workspaceId, await fetchMatchesInOrder(db, workspaceId, matches, query)), audited: false };
+  }
+  if (dialectOfDb(db) === 'postgres') {
+    const window = matchWindow(matches.positions);
+    if (window) {
+      const { direction, limit, offset } = query;
+      const walk = { workspaceId, resourceType: matches.resourceType, column: ORDER_COLUMN[query.order], direction, limit, offset };
+      return { hits: await walkInStore(db, walk, window, audit?.()), audited: audit !== undefined };
+    }
+  }
+  return { hits: await hitsInOrder(db, workspaceId, await walkOrderIndex(db, workspaceId, matches, query, expectedWalk)), audited: false };
 }
 
 /**
@@ -218,30 +191,6 @@ async function fetchMatchesInOrder(db: DbOrTx, workspaceId: string, matches: Mat
     .offset(query.offset)
     .execute();
   return rows.map((row) => Number(row.seq));
-}
-
-interface HitRow {
-  seq: number | string;
-  id: string;
-  ext_id: string;
-  name: string;
-  resource_type: ResourceType;
-  tag: string | null;
-}
-
-/** Rows of hits with one row per tag (tags in order) → hits by position, in the rows' order. */
-function hitsOf(rows: HitRow[]): Map<number, SearchHit> {
-  const bySeq = new Map<number, SearchHit>();
-  for (const row of rows) {
-    const seq = Number(row.seq);
-    let hit = bySeq.get(seq);
-    if (!hit) {
-      hit = { id: row.id, extId: row.ext_id, name: row.name, resourceType: row.resource_type, tags: [] };
-      bySeq.set(seq, hit);
-    }
-    if (row.tag !== null) hit.tags.push(row.tag);
-  }
-  return bySeq;
 }
 
 /** The hits at the given positions, in the given order, with their tags: one read, a row per tag. */

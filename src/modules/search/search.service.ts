@@ -4,12 +4,15 @@
  * the filters and the ids it handed out (interface spec "Search", DESIGN §8 and §10).
  *
  * The audit event is written after the read and before the answer: if it cannot be written,
- * the caller gets a 500 rather than data nobody recorded giving out.
+ * the caller gets a 500 rather than data nobody recorded giving out. Where the page is one
+ * statement (PostgreSQL's walk), that statement writes the event itself; otherwise it is written
+ * on its own once the page is read. Its shape comes from search-audit.ts either way.
  */
 import type { Db } from '../../storage/database.js';
 import type { RequestContext } from '../../auth/context.js';
 import { recordAudit } from '../audit/audit.repository.js';
 import { countRecords, findMatches, findRecordPage, type RecordCriteria } from './search.repository.js';
+import { countExecuted, searchExecuted, searchExecutedAroundIds, type SearchFacts } from './search-audit.js';
 import {
   DEFAULT_SEARCH_LIMIT,
   type ResourceType,
@@ -28,47 +31,26 @@ export async function searchRecords(db: Db, ctx: RequestContext, body: SearchBod
   const criteria = criteriaOf(body);
   const limit = body.limit ?? DEFAULT_SEARCH_LIMIT;
   const offset = body.offset ?? 0;
+  const at = now.toISOString();
   const matches = await findMatches(db, ctx.workspaceId, criteria);
   const total = matches.total;
-  const results = await findRecordPage(db, ctx.workspaceId, matches, {
-    order: body.order ?? 'name',
-    direction: body.orderDirection ?? 'asc',
-    limit,
-    offset,
-  });
-  if (HOLDS_HEALTH_DATA[criteria.resourceType]) {
-    await recordAudit(db, ctx, now.toISOString(), [
-      {
-        action: 'search.execute',
-        resourceType: 'search',
-        resourceId: null,
-        details: {
-          resourceType: criteria.resourceType,
-          filters: criteria.filters,
-          total,
-          limit,
-          offset,
-          ids: results.map((hit) => hit.id),
-        },
-      },
-    ]);
-  }
+  const facts: SearchFacts = { ...criteria, total, limit, offset };
+  const audited = HOLDS_HEALTH_DATA[criteria.resourceType];
+  const page = await findRecordPage(
+    db,
+    ctx.workspaceId,
+    matches,
+    { order: body.order ?? 'name', direction: body.orderDirection ?? 'asc', limit, offset },
+    audited ? () => searchExecutedAroundIds(ctx, at, facts) : undefined,
+  );
+  const results = page.hits;
+  if (audited && !page.audited) await recordAudit(db, ctx, at, [searchExecuted(facts, results.map((hit) => hit.id))]);
   return { total, limit, offset, results };
 }
 
-/** A count shows no records, but how many patients carry a tag is itself worth recording. */
 export async function countMatching(db: Db, ctx: RequestContext, body: SearchBody, now: Date): Promise<{ total: number }> {
   const criteria = criteriaOf(body);
   const total = await countRecords(db, ctx.workspaceId, criteria);
-  if (HOLDS_HEALTH_DATA[criteria.resourceType]) {
-    await recordAudit(db, ctx, now.toISOString(), [
-      {
-        action: 'search.execute',
-        resourceType: 'search',
-        resourceId: null,
-        details: { resourceType: criteria.resourceType, filters: criteria.filters, total, countOnly: true },
-      },
-    ]);
-  }
+  if (HOLDS_HEALTH_DATA[criteria.resourceType]) await recordAudit(db, ctx, now.toISOString(), [countExecuted(criteria, total)]);
   return { total };
 }

@@ -11,6 +11,7 @@
 import { sql } from 'kysely';
 import type { Db, DbOrTx, RecordTable } from '../../storage/database.js';
 import { dialectOfDb } from '../../storage/dialect.js';
+import { runPostgres, type PostgresStatement } from '../../storage/postgres-statement.js';
 import { CHUNK_BITS, TagBitmap, decodeChunk, encodeChunk } from './tag-bitmap.js';
 import { ChunkCache } from './chunk-cache.js';
 
@@ -62,17 +63,10 @@ export async function loadTagBitmaps(
   for (const [tag, chunks] of cached) for (const [chunk, { version, words }] of chunks) heldWords.set(heldKey(tag, chunk, version), words);
   const held = [...heldWords.keys()];
 
-  const postgres = dialectOfDb(db) === 'postgres';
-  const tagList = sql.join([...bitmaps.keys()]);
-  const heldTest = postgres
-    ? sql`(tag || '|' || chunk::text || '|' || version::text) = any(${held}::text[])`
-    : sql`(tag || '|' || chunk || '|' || version) in (select value from json_each(${JSON.stringify(held)}))`;
-  const { rows } = await sql<BitmapOrChange>`
-    select tag, chunk, version, case when ${heldTest} then null else bits end as bits, null as seq, null as present, null as id
-      from tag_bitmaps where workspace_id = ${workspaceId} and resource_type = ${resourceType} and tag in (${tagList})
-    union all
-    select tag, null, null, null, seq, present, id
-      from record_tag_changes where workspace_id = ${workspaceId} and resource_type = ${resourceType} and tag in (${tagList})`.execute(db);
+  const rows =
+    dialectOfDb(db) === 'postgres'
+      ? await runPostgres<BitmapOrChange>(db, READ_POSTGRES, [workspaceId, resourceType, [...bitmaps.keys()], held])
+      : await readSqlite(db, workspaceId, resourceType, [...bitmaps.keys()], held);
 
   const changes: BitmapOrChange[] = [];
   for (const row of rows) {
@@ -112,6 +106,32 @@ export async function loadTagBitmaps(
     if (created) copied.add(created);
   }
   return bitmaps;
+}
+
+/**
+ * PostgreSQL: one text whatever the number of tags, sent to the pool as it is (postgres-statement.ts),
+ * which saves Kysely building the query on every search (about 0.3 ms). Unnamed, so planned on
+ * every run: a generic plan made while the change log was empty scans the log, and would go on
+ * scanning it as it grows until the next ANALYZE. $1 workspace, $2 type, $3 tags, $4 held chunks.
+ */
+const READ_POSTGRES: PostgresStatement = {
+  text: `
+    select tag, chunk, version, case when (tag || '|' || chunk::text || '|' || version::text) = any($4::text[]) then null else bits end as bits, null as seq, null as present, null as id
+      from tag_bitmaps where workspace_id = $1 and resource_type = $2 and tag = any($3::text[])
+    union all
+    select tag, null, null, null, seq, present, id
+      from record_tag_changes where workspace_id = $1 and resource_type = $2 and tag = any($3::text[])`,
+};
+
+async function readSqlite(db: DbOrTx, workspaceId: string, resourceType: ResourceType, tags: string[], held: string[]): Promise<BitmapOrChange[]> {
+  const tagList = sql.join(tags);
+  const { rows } = await sql<BitmapOrChange>`
+    select tag, chunk, version, case when (tag || '|' || chunk || '|' || version) in (select value from json_each(${JSON.stringify(held)})) then null else bits end as bits, null as seq, null as present, null as id
+      from tag_bitmaps where workspace_id = ${workspaceId} and resource_type = ${resourceType} and tag in (${tagList})
+    union all
+    select tag, null, null, null, seq, present, id
+      from record_tag_changes where workspace_id = ${workspaceId} and resource_type = ${resourceType} and tag in (${tagList})`.execute(db);
+  return rows;
 }
 
 function heldKey(tag: string, chunk: number, version: number): string {

@@ -1,0 +1,127 @@
+/**
+ * PostgreSQL: a page of a search in ONE statement, and with it, when asked, the search's audit row.
+ *
+ * The match bitmap goes along as a `bytea` parameter (the chunks between the first and the last
+ * match); the order index (which carries `seq`) is read in order, an entry kept when its bit is
+ * set, until the page is full; then the page's records are joined with their tags. No walked
+ * position travels to the service.
+ *
+ * The audit row is a data-modifying CTE over the same page, so the ids it lists are exactly the
+ * ids returned, in the same order, and it commits with the statement: the statement answers only
+ * once the row is durably written, and if the row cannot be written the statement fails and
+ * returns no hits. This saves the separate INSERT and its round trip (about 1 ms of a 5 ms page).
+ *
+ * The statements are named (storage/postgres-statement.ts): one text per order, direction and
+ * whether it audits. Their generic plans are never chosen for a large workspace (the planner
+ * takes an unknown LIMIT for a tenth of the rows, which prices a generic plan far above the
+ * custom ones), so what is saved is parsing, not planning.
+ */
+import type { DbOrTx } from '../../storage/database.js';
+import { runPostgres, type PostgresStatement } from '../../storage/postgres-statement.js';
+import { CHUNK_BITS, CHUNK_BYTES, chunkBytes, type TagBitmap } from './tag-bitmap.js';
+import { hitsOf, type HitRow } from './hit-rows.js';
+import type { AuditRowAroundIds } from './search-audit.js';
+import type { ResourceType, SearchHit } from './search.schemas.js';
+
+/** The match bitmap as one run of bytes from `base` on, as PostgreSQL's `get_bit` reads it. */
+export interface MatchWindow {
+  base: number;
+  end: number;
+  bits: Buffer;
+}
+
+/** At most this many chunks (8 KiB each) go to the store as one parameter. */
+const WINDOW_CHUNKS_MAX = 128;
+
+/** The window of `positions`, or null when it is empty or too wide to send. */
+export function matchWindow(positions: TagBitmap): MatchWindow | null {
+  const chunks = [...positions.chunks.keys()];
+  if (chunks.length === 0) return null;
+  const first = Math.min(...chunks);
+  const last = Math.max(...chunks);
+  if (last - first + 1 > WINDOW_CHUNKS_MAX) return null;
+  const bits = Buffer.alloc((last - first + 1) * CHUNK_BYTES);
+  // get_bit numbers bit n as bit n % 8 of byte n / 8: the little-endian layout of the words.
+  for (const [chunk, words] of positions.chunks) bits.set(chunkBytes(words), (chunk - first) * CHUNK_BYTES);
+  return { base: first * CHUNK_BITS, end: (last + 1) * CHUNK_BITS, bits };
+}
+
+export type OrderColumn = 'name' | 'created_at' | 'updated_at' | 'ext_id';
+
+export interface WalkQuery {
+  workspaceId: string;
+  resourceType: ResourceType;
+  column: OrderColumn;
+  direction: 'asc' | 'desc';
+  limit: number;
+  offset: number;
+}
+
+export async function walkInStore(db: DbOrTx, query: WalkQuery, window: MatchWindow, audit?: AuditRowAroundIds): Promise<SearchHit[]> {
+  const values: unknown[] = [query.workspaceId, query.resourceType, window.base, window.end, window.bits, query.limit, query.offset];
+  if (audit) {
+    const { row } = audit;
+    values.push(
+      row.id,
+      row.tenant_id,
+      row.workspace_id,
+      row.at,
+      row.action,
+      row.request_id,
+      row.key_id,
+      row.key_name,
+      row.resource_type,
+      row.resource_id,
+      row.outcome,
+      audit.detailsBefore,
+      audit.detailsAfter,
+    );
+  }
+  const rows = await runPostgres<HitRow>(db, statementFor(query.column, query.direction, audit !== undefined), values);
+  return [...hitsOf(rows).values()];
+}
+
+const statements = new Map<string, PostgresStatement>();
+
+function statementFor(column: OrderColumn, direction: 'asc' | 'desc', audited: boolean): PostgresStatement {
+  const name = `carepath_search_walk_${column}_${direction}${audited ? '_audited' : ''}_v1`;
+  let statement = statements.get(name);
+  if (!statement) {
+    statement = { name, text: walkText(column, direction, audited) };
+    statements.set(name, statement);
+  }
+  return statement;
+}
+
+/**
+ * $1 workspace, $2 resource type, $3–$5 the match window, $6 limit, $7 offset; audited, $8–$18 the
+ * audit row's columns and $19, $20 its details around the ids. `n` numbers the page in its order
+ * (the index's order, so numbering it sorts nothing), and orders the hits and the ids alike by
+ * integers instead of comparing sort keys again.
+ */
+function walkText(column: OrderColumn, direction: 'asc' | 'desc', audited: boolean): string {
+  const order = `${column} ${direction}, id ${direction}`;
+  const audit = audited
+    ? `,
+    audit as (
+      insert into audit_events (id, tenant_id, workspace_id, at, action, request_id, key_id, key_name,
+                                resource_type, resource_id, outcome, details)
+      select $8::text, $9::text, $10::text, $11::text, $12::text, $13::text, $14::text, $15::text,
+             $16::text, $17::text, $18::text,
+             $19::text || coalesce(string_agg(to_json(page.id)::text, ',' order by page.n), '') || $20::text
+      from page
+    )`
+    : '';
+  return `
+    with page as (
+      select seq, id, row_number() over (order by ${order}) as n from records
+      where workspace_id = $1 and resource_type = $2
+        and case when seq >= $3::bigint and seq < $4::bigint
+                 then get_bit($5::bytea, seq - $3::bigint) = 1 else false end
+      order by ${order}
+      limit $6::bigint offset $7::bigint
+    )${audit}
+    select r.seq, r.id, r.ext_id, r.name, r.resource_type, t.tag
+    from page join records r on r.seq = page.seq left join record_tags t on t.record_id = r.id
+    order by page.n, t.tag`;
+}
