@@ -45,7 +45,7 @@ function idempotencyKeyOf(header: IntakeInput['idempotencyKey']): string | null 
 }
 
 /** The body as JSON; `__proto__` and `constructor.prototype` keys are refused, never merged. */
-function parseJsonBody(text: string): unknown {
+export function parseJsonBody(text: string): unknown {
   if (text.trim() === '') throw invalidRequest('delivery body is empty; send a JSON object');
   try {
     return secureJson.parse(text, undefined, { protoAction: 'error', constructorAction: 'error' });
