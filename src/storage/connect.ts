@@ -74,10 +74,11 @@ function openSqlite(path: string): Store {
   const db = new Kysely<Database>({ dialect: new ImmediateSqliteDialect({ database: withStatementCache(connection) }) });
   sqliteConnections.set(db, connection);
   if (file === ':memory:') return { db, dialect: 'sqlite', close: () => db.destroy() };
-  // Checkpoints run on their own thread (sqlite-checkpointer.ts); this connection checkpoints
-  // only if the WAL grows well past SQLite's default, should that thread fall behind.
+  // Checkpoints run on their own thread (sqlite-checkpointer.ts), which asks this connection for
+  // a moment's quiet when the WAL should start over; this connection checkpoints only if the WAL
+  // grows well past that, should the thread fall behind.
   connection.pragma(`wal_autocheckpoint = ${FALLBACK_AUTOCHECKPOINT_PAGES}`);
-  const checkpointer = startCheckpointer(file);
+  const checkpointer = startCheckpointer(file, (quiet) => db.connection().execute(quiet));
   return {
     db,
     dialect: 'sqlite',

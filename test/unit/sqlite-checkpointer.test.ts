@@ -4,7 +4,8 @@ import { join } from 'node:path';
 import { sql } from 'kysely';
 import { afterEach, expect, it } from 'vitest';
 import { openStore, sqliteConnectionOf, type Store } from '../../src/storage/connect.js';
-import { FALLBACK_AUTOCHECKPOINT_PAGES } from '../../src/storage/sqlite-checkpointer.js';
+import BetterSqlite3 from 'better-sqlite3';
+import { FALLBACK_AUTOCHECKPOINT_PAGES, startCheckpointer } from '../../src/storage/sqlite-checkpointer.js';
 
 let dir: string | undefined;
 let store: Store | undefined;
@@ -42,4 +43,44 @@ it('starts no checkpointer for an in-memory database', async () => {
   store = openStore('sqlite::memory:');
   const connection = sqliteConnectionOf(store.db)!;
   expect(connection.pragma('wal_autocheckpoint', { simple: true })).toBe(1000);
+});
+
+it('restarts the WAL under a steady stream of commits by asking the serving side for quiet', async () => {
+  dir = mkdtempSync(join(tmpdir(), 'carepath-ckpt-'));
+  const file = join(dir, 'db.sqlite');
+  const connection = new BetterSqlite3(file);
+  connection.pragma('journal_mode = WAL');
+  connection.pragma('synchronous = NORMAL');
+  // Only the thread may checkpoint: without its handshake the WAL would hold every frame written.
+  connection.pragma('wal_autocheckpoint = 0');
+  connection.exec('create table t (id integer primary key, body blob not null)');
+  // The serving side's lock: a write waits while a quiet holds it, as Kysely's connection lock does.
+  let held: Promise<unknown> = Promise.resolve();
+  let quiets = 0;
+  const checkpointer = startCheckpointer(file, (quiet) => {
+    quiets++;
+    held = held.then(quiet);
+    return held;
+  }, { restartAtPages: 100 });
+  const insert = connection.prepare('insert into t (body) values (randomblob(3000))');
+  let written = 0;
+  const until = Date.now() + 2_000;
+  try {
+    while (Date.now() < until) {
+      await held;
+      insert.run();
+      written++;
+      // Commits a few milliseconds apart, as a busy server's batches come.
+      if (written % 20 === 0) await new Promise((r) => setTimeout(r, 2));
+    }
+  } finally {
+    await checkpointer.stop();
+  }
+  expect(quiets).toBeGreaterThan(0);
+  // Every insert is at least one frame; a WAL that restarts stays far below all of them.
+  const walPages = statSync(`${file}-wal`).size / 4096;
+  expect(written).toBeGreaterThan(1_000);
+  expect(walPages).toBeLessThan(written / 2);
+  expect(connection.prepare('select count(*) as n from t').get()).toEqual({ n: written });
+  connection.close();
 });
