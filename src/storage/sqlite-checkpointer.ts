@@ -62,11 +62,12 @@ db.pragma('busy_timeout = 5000');
 db.pragma('synchronous = NORMAL');
 let onQuiet = null;
 parentPort.on('message', (message) => {
-  if (message === 'quiet' && onQuiet) {
-    const run = onQuiet;
-    onQuiet = null;
-    run();
-  }
+  if (!onQuiet) return;
+  const run = onQuiet;
+  onQuiet = null;
+  // 'quiet': the serving side holds its connection; 'resume': it could not, carry on without.
+  if (message === 'quiet') run();
+  else setTimeout(checkpoint, workerData.intervalMs);
 });
 function passive() {
   try {
@@ -138,7 +139,10 @@ export function startCheckpointer(file: string, hold: HoldConnection, options: C
   });
   worker.on('message', (message) => {
     if (message !== 'quiesce' || exited) return;
-    void hold(() => quietWhileCheckpointing(worker)).catch(() => undefined);
+    // Should the connection's lock fail (the store closing), the thread must not wait forever.
+    void hold(() => quietWhileCheckpointing(worker)).catch(() => {
+      if (!exited) worker.postMessage('resume');
+    });
   });
   return {
     stop: async () => {
