@@ -17,6 +17,16 @@ afterEach(async () => {
   dir = undefined;
 });
 
+/** A WAL connection that never checkpoints itself: only the thread under test may. */
+function walConnection(file: string): BetterSqlite3.Database {
+  const connection = new BetterSqlite3(file);
+  connection.pragma('journal_mode = WAL');
+  connection.pragma('synchronous = NORMAL');
+  connection.pragma('wal_autocheckpoint = 0');
+  connection.exec('create table t (id integer primary key, body blob not null)');
+  return connection;
+}
+
 it('checkpoints the WAL from its own thread while the serving connection only appends', async () => {
   dir = mkdtempSync(join(tmpdir(), 'carepath-ckpt-'));
   const file = join(dir, 'db.sqlite');
@@ -48,12 +58,8 @@ it('starts no checkpointer for an in-memory database', async () => {
 it('restarts the WAL under a steady stream of commits by asking the serving side for quiet', async () => {
   dir = mkdtempSync(join(tmpdir(), 'carepath-ckpt-'));
   const file = join(dir, 'db.sqlite');
-  const connection = new BetterSqlite3(file);
-  connection.pragma('journal_mode = WAL');
-  connection.pragma('synchronous = NORMAL');
   // Only the thread may checkpoint: without its handshake the WAL would hold every frame written.
-  connection.pragma('wal_autocheckpoint = 0');
-  connection.exec('create table t (id integer primary key, body blob not null)');
+  const connection = walConnection(file);
   // The serving side's lock: a write waits while a quiet holds it, as Kysely's connection lock does.
   let held: Promise<unknown> = Promise.resolve();
   let quiets = 0;
@@ -90,10 +96,7 @@ it('restarts the WAL under a steady stream of commits by asking the serving side
 it('goes on checkpointing when the serving side cannot give it quiet', async () => {
   dir = mkdtempSync(join(tmpdir(), 'carepath-ckpt-'));
   const file = join(dir, 'db.sqlite');
-  const connection = new BetterSqlite3(file);
-  connection.pragma('journal_mode = WAL');
-  connection.pragma('wal_autocheckpoint = 0');
-  connection.exec('create table t (id integer primary key, body blob not null)');
+  const connection = walConnection(file);
   let asked = 0;
   // A store closing under the thread: its connection's lock can no longer be taken.
   const checkpointer = startCheckpointer(file, async () => {
