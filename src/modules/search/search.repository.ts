@@ -20,6 +20,7 @@ import { intersect, type TagBitmap } from './tag-bitmap.js';
 import { EVERY_RECORD, loadTagBitmaps } from './tag-bitmap.repository.js';
 import { hitsOf } from './hit-rows.js';
 import { matchWindow, walkInStore, type OrderColumn } from './walk-in-store.js';
+import { sqliteWalkReader, type WalkAfter } from './walk-sqlite.js';
 import type { AuditRowAroundIds } from './search-audit.js';
 import type { ResourceType, SearchHit, SearchOrder, TagFilter } from './search.schemas.js';
 
@@ -123,38 +124,40 @@ async function walkOrderIndex(
   expectedWalk: number,
 ): Promise<number[]> {
   const column = ORDER_COLUMN[query.order];
+  const readBatch =
+    sqliteWalkReader(db, workspaceId, matches.resourceType, column, query.direction) ??
+    (async (after: WalkAfter | null, size: number) => {
+      let select = db
+        .selectFrom('records')
+        .select('records.seq')
+        .where('records.workspace_id', '=', workspaceId)
+        .where('records.resource_type', '=', matches.resourceType);
+      if (after) {
+        const { value, id } = after;
+        select = select.where((eb) =>
+          eb(eb.refTuple(`records.${column}`, 'records.id'), query.direction === 'asc' ? '>' : '<', eb.tuple(value, id)),
+        );
+      }
+      const rows = await select.orderBy(`records.${column}`, query.direction).orderBy('records.id', query.direction).limit(size).execute();
+      return rows.map((row) => Number(row.seq));
+    });
   const found: number[] = [];
   let skipped = 0;
-  let after: { value: string; id: string } | null = null;
+  let after: WalkAfter | null = null;
   // The first batch is sized to finish the page in one read when matches are spread evenly.
   let batch = Math.min(WALK_BATCH_MAX, Math.max(WALK_BATCH_MIN, Math.ceil(expectedWalk * 1.25) + 16));
   for (;;) {
-    let select = db
-      .selectFrom('records')
-      .select('records.seq')
-      .where('records.workspace_id', '=', workspaceId)
-      .where('records.resource_type', '=', matches.resourceType);
-    if (after) {
-      const { value, id } = after;
-      select = select.where((eb) =>
-        eb(eb.refTuple(`records.${column}`, 'records.id'), query.direction === 'asc' ? '>' : '<', eb.tuple(value, id)),
-      );
-    }
-    const rows = await select
-      .orderBy(`records.${column}`, query.direction)
-      .orderBy('records.id', query.direction)
-      .limit(batch)
-      .execute();
-    for (const row of rows) {
-      if (!matches.positions.has(Number(row.seq))) continue;
+    const seqs = await readBatch(after, batch);
+    for (const seq of seqs) {
+      if (!matches.positions.has(seq)) continue;
       if (skipped < query.offset) skipped++;
       else {
-        found.push(Number(row.seq));
+        found.push(seq);
         if (found.length === query.limit) return found;
       }
     }
-    if (rows.length < batch) return found;
-    const last = await lastOfBatch(db, column, query.direction, rows.map((row) => Number(row.seq)));
+    if (seqs.length < batch) return found;
+    const last = await lastOfBatch(db, column, query.direction, seqs);
     // Every record of the batch was deleted meanwhile: the page ends here.
     if (!last) return found;
     after = last;
