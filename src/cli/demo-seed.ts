@@ -22,6 +22,7 @@ import {
   issueKey,
 } from '../modules/tenancy/tenancy.repository.js';
 import { createTrigger } from '../modules/triggers/trigger.service.js';
+import { insertRecords } from '../modules/records/record.repository.js';
 
 /** The package's own `blueprints/`, wherever the command is started from. */
 export const PROJECT_BLUEPRINTS = fileURLToPath(new URL('../../blueprints/', import.meta.url));
@@ -32,6 +33,24 @@ export const DEMO_NAMES = {
   key: 'demo key',
   trigger: 'Demo web trigger',
 } as const;
+
+/** The sample the demo trigger starts, when the project ships it; else the first by file name. */
+const DEMO_BLUEPRINT = 'Lab result follow-up';
+
+/**
+ * A patient for the demo's runs to be about: the sample's high-value branch tags the run's
+ * subject, and a fired run has one only when `payload.subject` names a known record.
+ */
+export const DEMO_PATIENT = { resourceType: 'Patient', extId: 'demo-patient', name: 'Demo Patient', tags: ['diabetes'] } as const;
+
+/** Fire bodies for the demo trigger's sample, one per branch, as the notice prints them. */
+export const DEMO_FIRES = [
+  { why: 'a normal HbA1c: the run files it and completes', body: { payload: { resource: { valueQuantity: { value: 6.1 } } } } },
+  {
+    why: 'an HbA1c of 9% for the demo patient: the run tags the patient abnormal-lab, then waits a minute',
+    body: { payload: { subject: { reference: `Patient/${DEMO_PATIENT.extId}` }, resource: { valueQuantity: { value: 9 } } } },
+  },
+] as const;
 
 export interface DemoSeed {
   tenantId: string;
@@ -76,11 +95,14 @@ export async function seedDemoIfEmpty(container: Container, blueprintFolder = PR
     const blueprints: DemoSeed['blueprints'] = [];
     for (const sample of samples) blueprints.push(await importBlueprint(tx, workspaceId, sample, at));
 
+    await insertRecords(tx, workspaceId, [{ ...DEMO_PATIENT, tags: [...DEMO_PATIENT.tags] }], at);
+
     let trigger: DemoSeed['trigger'] = null;
-    if (blueprints.length > 0) {
+    const started = blueprints.find((blueprint) => blueprint.name === DEMO_BLUEPRINT) ?? blueprints[0];
+    if (started) {
       const ctx = systemContext(tenantId, workspaceId, uuidv7(now.getTime()));
-      const view = await createTrigger(tx, ctx, { name: DEMO_NAMES.trigger, sourceId: blueprints[0].id, type: 'web' }, now);
-      trigger = { id: view.triggerId, blueprintName: blueprints[0].name };
+      const view = await createTrigger(tx, ctx, { name: DEMO_NAMES.trigger, sourceId: started.id, type: 'web' }, now);
+      trigger = { id: view.triggerId, blueprintName: started.name };
     }
     return { tenantId, workspaceId, keyId, key, blueprints, trigger };
   });
@@ -98,12 +120,23 @@ export function demoNotice(seed: DemoSeed, baseUrl: string): string {
   ];
   if (seed.blueprints.length > 0) lines.push(`  blueprints  ${seed.blueprints.map((blueprint) => blueprint.name).join(', ')}`);
   if (seed.trigger) lines.push(`  trigger     ${DEMO_NAMES.trigger} (${seed.trigger.id}) starts "${seed.trigger.blueprintName}"`);
+  lines.push(`  patient     ${DEMO_PATIENT.name} (extId ${DEMO_PATIENT.extId}, tagged ${DEMO_PATIENT.tags.join(', ')})`);
   lines.push('', 'Try it:', `  curl -s ${baseUrl}/v1/me ${auth}`);
   if (seed.trigger) {
-    lines.push(
-      `  curl -s -X POST ${baseUrl}/v1/triggers/${seed.trigger.id} ${auth} -H 'Content-Type: application/json' -d '{"payload":{}}'`,
-    );
+    // The sample's own payloads for its two branches; another blueprint gets an empty payload.
+    const fires = seed.trigger.blueprintName === DEMO_BLUEPRINT ? DEMO_FIRES : [{ why: 'an empty payload', body: { payload: {} } }];
+    for (const { why, body } of fires) {
+      lines.push(`  # ${why}`);
+      lines.push(`  curl -s -X POST ${baseUrl}/v1/triggers/${seed.trigger.id} ${auth} -H 'Content-Type: application/json' -d '${JSON.stringify(body)}'`);
+    }
+    lines.push('  # then the run, and its steps, by the runId the fire answered');
+    lines.push(`  curl -s ${baseUrl}/v1/runs/<runId> ${auth}`);
+    lines.push(`  curl -s ${baseUrl}/v1/runs/<runId>/steps ${auth}`);
   }
+  lines.push('  # the demo patient and its tags');
+  lines.push(
+    `  curl -s -X POST ${baseUrl}/v1/search ${auth} -H 'Content-Type: application/json' -d '{"resourceType":"Patient","filters":[{"op":"with","tag":"diabetes"}]}'`,
+  );
   lines.push('');
   return `${lines.join('\n')}\n`;
 }

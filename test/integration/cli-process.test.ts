@@ -105,6 +105,34 @@ describe('the carepath process [sqlite]', () => {
     expect(me.status).toBe(200);
     expect(await me.json()).toMatchObject({ keyName: 'demo key', scopes: [], environment: 'staging' });
 
+    // The printed fires, as a newcomer would paste them: each ends where its comment says.
+    const fires = [...first.stdout().matchAll(/curl -s -X POST (\S+\/v1\/triggers\/\S+) -H 'Authorization: Bearer \S+' -H 'Content-Type: application\/json' -d '(.+)'/g)];
+    expect(fires).toHaveLength(2);
+    const auth = { authorization: `Bearer ${key}`, 'content-type': 'application/json' };
+    const runIds: string[] = [];
+    for (const [, url, body] of fires) {
+      const fired = await fetch(url, { method: 'POST', headers: auth, body });
+      expect(fired.status).toBe(201);
+      runIds.push(((await fired.json()) as { runId: string }).runId);
+    }
+    const runOf = async (runId: string) => (await (await fetch(`http://127.0.0.1:${port}/v1/runs/${runId}`, { headers: auth })).json()) as { automationStatus: string };
+    const stepsOf = async (runId: string) =>
+      ((await (await fetch(`http://127.0.0.1:${port}/v1/runs/${runId}/steps`, { headers: auth })).json()) as { steps: { automationId: string; outcome: string | null }[] }).steps;
+    await expect.poll(async () => (await runOf(runIds[0])).automationStatus, { timeout: 20_000 }).toBe('completed');
+    // The abnormal result tags the demo patient, then waits its minute (the run stays running).
+    await expect.poll(async () => (await stepsOf(runIds[1])).map((step) => [step.automationId, step.outcome]), { timeout: 20_000 }).toEqual([
+      ['flag-subject', 'ok'],
+      ['keep-result', 'ok'],
+      ['pause', null],
+    ]);
+    expect((await runOf(runIds[1])).automationStatus).toBe('running');
+    const search = await fetch(`http://127.0.0.1:${port}/v1/search`, {
+      method: 'POST',
+      headers: auth,
+      body: JSON.stringify({ resourceType: 'Patient', filters: [{ op: 'with', tag: 'abnormal-lab' }] }),
+    });
+    expect(((await search.json()) as { results: { extId: string }[] }).results.map((hit) => hit.extId)).toEqual(['demo-patient']);
+
     first.child.kill('SIGTERM');
     expect(await first.exited).toBe(0);
     expect(first.stderr()).toBe('');

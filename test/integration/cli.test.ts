@@ -26,7 +26,8 @@ import { keyCreate, keyList, keyRevoke } from '../../src/cli/admin/key.js';
 import { blueprintExport, blueprintImport, blueprintList } from '../../src/cli/admin/blueprint.js';
 import { webhookRotateSecret } from '../../src/cli/admin/webhook.js';
 import { auditExport } from '../../src/cli/admin/audit.js';
-import { demoNotice, seedDemoIfEmpty } from '../../src/cli/demo-seed.js';
+import { DEMO_FIRES, DEMO_PATIENT, demoNotice, seedDemoIfEmpty } from '../../src/cli/demo-seed.js';
+import { findRecordByExtId, tagsOf } from '../../src/modules/records/record.repository.js';
 import { freshStore, STORE_KINDS, type FreshStore, type StoreKind } from '../helpers/stores.js';
 import { SHARED_EXAMPLE_BLUEPRINTS } from '../helpers/shared-files.js';
 
@@ -361,10 +362,18 @@ function suite(kind: StoreKind) {
           const trigger = await findTrigger(demo.db, seed!.workspaceId, seed!.trigger!.id);
           expect(trigger).toMatchObject({ type: 'web', name: 'Demo web trigger', source_id: seed!.blueprints[0].id });
 
+          expect(seed!.trigger!.blueprintName).toBe('Lab result follow-up');
+          const patient = await findRecordByExtId(demo.db, seed!.workspaceId, 'Patient', DEMO_PATIENT.extId);
+          expect(patient).toMatchObject({ name: 'Demo Patient' });
+          expect((await tagsOf(demo.db, [patient!.id])).get(patient!.id)).toEqual(['diabetes']);
+
           const notice = demoNotice(seed!, 'http://127.0.0.1:8080');
           expect(notice).toContain(seed!.key);
-          expect(notice).toContain(`curl -s -X POST http://127.0.0.1:8080/v1/triggers/${seed!.trigger!.id}`);
           expect(notice).toContain('curl -s http://127.0.0.1:8080/v1/me');
+          for (const { body } of DEMO_FIRES) {
+            expect(notice).toContain(`curl -s -X POST http://127.0.0.1:8080/v1/triggers/${seed!.trigger!.id}`);
+            expect(notice).toContain(`-d '${JSON.stringify(body)}'`);
+          }
 
           expect(await seedDemoIfEmpty(demo)).toBeNull();
         } finally {

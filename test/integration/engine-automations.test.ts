@@ -72,7 +72,10 @@ describeEachStore('engine: automations', (env) => {
     await testWorker(env).drain();
     const run = await getRun(ws, runId);
     expect(run.automationStatus).toBe('errored');
-    expect(run.error).toEqual({ nodeId: 'mark', message: "tag needs the run's subject, and this run has none" });
+    expect(run.error).toEqual({
+      nodeId: 'mark',
+      message: `tag needs the run's subject, and this run has none (a fired run takes it from payload.subject, {"reference": "Patient/<extId>"})`,
+    });
     const [step] = await getSteps(ws, runId);
     expect(step).toMatchObject({ automationId: 't', outcome: 'failed', error: run.error!.message });
     expect(await recordTags(env, runId)).toEqual(['errored']);
@@ -426,7 +429,25 @@ describeEachStore('engine: waits', (env) => {
     ]));
     const runId = await fire(ws, triggerId);
     await testWorker(env).drain();
-    expect((await getRun(ws, runId)).error).toEqual({ nodeId: 'wait', message: "wait_for_event needs the run's subject, and this run has none" });
+    expect((await getRun(ws, runId)).error).toEqual({
+      nodeId: 'wait',
+      message: `wait_for_event needs the run's subject, and this run has none (a fired run takes it from payload.subject, {"reference": "Patient/<extId>"})`,
+    });
+  });
+
+  it('a fired run whose payload.subject names no record says so, without repeating the reference', async () => {
+    const ws = await env.workspace();
+    const { triggerId } = await webTriggerFor(ws, chain('Unknown subject', [
+      { id: 'mark', automations: [{ id: 't', type: 'tag', with: { target: 'subject', add: ['x'] } }] },
+    ]));
+    const runId = await fire(ws, triggerId, subjectOf('mrn-0042-not-delivered'));
+    await testWorker(env).drain();
+    const run = await getRun(ws, runId);
+    expect(run.automationStatus).toBe('errored');
+    expect(run.error!.message).toBe(
+      "tag needs the run's subject, and payload.subject names a patient that is not a record of this workspace (deliver the Patient first, or check the reference)",
+    );
+    expect(run.error!.message).not.toContain('mrn-0042');
   });
 
   it('a run that ends while another branch waits closes that step and drops its event wait', async () => {

@@ -61,10 +61,27 @@ export type AutomationHandler =
       wake(step: StepRequest, open: OpenStep, reason: 'elapsed' | 'event' | 'timeout', received?: ReceivedEvent): LocalOutcome;
     };
 
-/** The subject an automation needs, or a clear failure when the run has none. */
+/**
+ * The subject an automation needs, or a clear failure when the run has none. A fired run whose
+ * `payload.subject` names a patient the workspace does not know gets its own message: that is
+ * the usual cause (the Patient not delivered yet, or a typo in the reference), and "has none"
+ * would send the reader looking in the wrong place. The reference itself stays out of the
+ * message (an extId may be a medical record number).
+ */
 export function requireSubject(step: StepRequest) {
   if (!step.run.subject) {
-    throw new StepFailure(`${step.automation.type} needs the run's subject, and this run has none`);
+    const named = subjectReferenceIn(step.run.payload);
+    throw new StepFailure(
+      named
+        ? `${step.automation.type} needs the run's subject, and payload.subject names a patient that is not a record of this workspace (deliver the Patient first, or check the reference)`
+        : `${step.automation.type} needs the run's subject, and this run has none (a fired run takes it from payload.subject, {"reference": "Patient/<extId>"})`,
+    );
   }
   return step.run.subject;
+}
+
+function subjectReferenceIn(payload: unknown): boolean {
+  if (typeof payload !== 'object' || payload === null) return false;
+  const subject = (payload as { subject?: unknown }).subject;
+  return typeof subject === 'object' && subject !== null && typeof (subject as { reference?: unknown }).reference === 'string';
 }
