@@ -18,7 +18,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { percentile, type BenchSuite, type Reporter } from './reporter.js';
-import { benchStore, type BenchStore } from './harness.js';
+import { alternatingRounds, benchStore, type BenchStore } from './harness.js';
 import { createRawTable, fillRawJobs, rawWorkerLoop } from './raw-queue.js';
 import type { Container } from '../src/container.js';
 import { systemContext, type RequestContext } from '../src/auth/context.js';
@@ -334,16 +334,12 @@ async function measureStore(reporter: Reporter, kind: 'sqlite' | 'postgres'): Pr
       // the raw rounds either side of it: on a shared machine the speed drifts by half within
       // a minute, and a ratio should not ride on one side of the drift. The median round counts.
       const rounds = kind === 'sqlite' ? SQLITE_ROUNDS : 1;
-      const raws = [await rawRate(store, container, runs, processes)];
-      const ones: number[] = [];
-      for (let round = 0; round < rounds; round++) {
-        ones.push(await engineRate(store, container, seeded, seeded.oneNode, runs, processes));
-        raws.push(await rawRate(store, container, runs, processes));
-      }
-      const ratios = ones.map((one, i) => one / ((raws[i] + raws[i + 1]) / 2));
-      const middle = ratios.indexOf([...ratios].sort((a, b) => a - b)[Math.floor(rounds / 2)]);
-      const raw = (raws[middle] + raws[middle + 1]) / 2;
-      const one = ones[middle];
+      const { ratios, result: one, baseline: raw } = await alternatingRounds(
+        rounds,
+        () => rawRate(store, container, runs, processes),
+        () => engineRate(store, container, seeded, seeded.oneNode, runs, processes),
+        (rate) => rate,
+      );
       if (rounds > 1) reporter.note(`one-node ÷ raw loop in ${rounds} alternating rounds: ${ratios.map((r) => `${r.toFixed(2)}×`).join(', ')} (the median round below)`);
       reporter.figure('raw claim-and-complete loop (baseline, mean of the rounds before and after)', raw, 'jobs/s');
       reporter.figure('one-node pathway', one, 'runs/s');

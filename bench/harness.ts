@@ -158,3 +158,26 @@ export async function load(options: autocannon.Options): Promise<LoadResult> {
     errors: result.errors,
   };
 }
+
+/**
+ * Measures `rounds` rounds alternating with a baseline (baseline first and last), divides each
+ * round's rate by the mean of the baseline rounds either side of it, and answers the median
+ * round: this machine's speed drifts by half within a minute, and one pair of measurements can
+ * land on either side of the drift.
+ */
+export async function alternatingRounds<T>(
+  rounds: number,
+  baseline: () => Promise<number>,
+  measured: () => Promise<T>,
+  rateOf: (result: T) => number,
+): Promise<{ ratios: number[]; result: T; baseline: number }> {
+  const baselines = [await baseline()];
+  const results: T[] = [];
+  for (let round = 0; round < rounds; round++) {
+    results.push(await measured());
+    baselines.push(await baseline());
+  }
+  const ratios = results.map((result, i) => rateOf(result) / ((baselines[i] + baselines[i + 1]) / 2));
+  const middle = ratios.indexOf([...ratios].sort((a, b) => a - b)[Math.floor(rounds / 2)]);
+  return { ratios, result: results[middle], baseline: (baselines[middle] + baselines[middle + 1]) / 2 };
+}
