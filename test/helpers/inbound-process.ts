@@ -5,7 +5,8 @@
  *
  * Why not `carepath serve`: it holds delivery leases for 60 s, so every restart after a kill
  * would wait a minute before taking the delivery over. Here INBOUND_LEASE_MS (default 1000)
- * sets the leases; everything else is the production code path.
+ * sets the leases, and the FHIR validator compiles lazily (the suite restarts this process
+ * often; compiled at start it added 3 s to each); everything else is the production code path.
  */
 import { loadConfig } from '../../src/config.js';
 import { createContainer } from '../../src/container.js';
@@ -24,7 +25,7 @@ const app = await buildApp(container);
 await app.listen({ host: '127.0.0.1', port: 0 });
 const address = app.server.address();
 const port = typeof address === 'object' && address ? address.port : 0;
-for (const service of [deliveryProcessorService({ leaseMs, planLeaseMs: leaseMs, pollMs: 50 }), schedulerService({ planLeaseMs: leaseMs, pollMs: 200 })]) {
+for (const service of [deliveryProcessorService({ leaseMs, planLeaseMs: leaseMs, pollMs: 50, warmValidator: false }), schedulerService({ planLeaseMs: leaseMs, pollMs: 200 })]) {
   await service.start(container);
 }
 process.stdout.write(`${JSON.stringify({ port })}\n`);

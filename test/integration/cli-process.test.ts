@@ -100,6 +100,8 @@ describe('the carepath process [sqlite]', () => {
     await waitFor(first, /carepath listening on http:\/\/127\.0\.0\.1:\d+/);
     const [, key] = await waitFor(first, /curl -s \S+\/v1\/me -H 'Authorization: Bearer (cpk_staging_[0-9A-Za-z]{43})'/);
     expect(first.stdout()).toContain(`curl -s -X POST http://127.0.0.1:${port}/v1/triggers/`);
+    // FHIR validation is compiled when the processor starts, not at the first delivery.
+    await waitFor(first, /"component":"delivery-processor","ms":\d+,"msg":"FHIR R4 validation compiled"/);
 
     const me = await fetch(`http://127.0.0.1:${port}/v1/me`, { headers: { authorization: `Bearer ${key}` } });
     expect(me.status).toBe(200);

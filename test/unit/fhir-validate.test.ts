@@ -136,6 +136,15 @@ describe('createFhirValidator: scale and isolation', () => {
     expect(other.isKnownType('Project')).toBe(false);
     expect(other.isKnownType('Resource')).toBe(false);
   });
+
+  it('warm() does the first compile up front; the warmed validator judges as a lazy one does', () => {
+    const warmed = createFhirValidator();
+    expect(warmed.warm()).toBeGreaterThan(0);
+    const patient = { resourceType: 'Patient', id: 'p1', name: [{ family: 'Rivera', given: ['Ana'] }], gender: 'female' };
+    expect(warmed.validate(patient)).toEqual({ valid: true });
+    expect(warmed.validate({ ...patient, gender: 'f' })).toEqual(validator.validate({ ...patient, gender: 'f' }));
+    expect(warmed.validate({ resourceType: 'Observation', status: 'final', code: {} })).toEqual({ valid: true });
+  });
 });
 
 describe.skipIf(!existsSync(SYNTHEA))('Synthea sample (10 patients)', () => {
