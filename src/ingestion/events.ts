@@ -99,3 +99,35 @@ export function eventCatalog(): EventCatalogEntry[] {
   }
   return catalog;
 }
+
+const LIFECYCLE = new Set(['created', 'updated', 'deleted']);
+const KNOWN_TYPES = new Set(FHIR_R4_RESOURCE_TYPES);
+const EVENT_SHAPE = /^([^.]+)\.(.+)$/;
+
+/**
+ * Why carepath can never raise this event, or null when it can. A trigger or a wait on a
+ * misspelt event (`Observation.finalised`, `encounter.finished`) would wait forever without a
+ * word, so both are refused when they are made. Exact and case-sensitive, like the events: the
+ * type must be an R4 resource type, the suffix `created`, `updated`, `deleted` or a status code,
+ * and for the types whose status value set the catalogue lists, one of those codes (a resource
+ * with any other status fails the R4 schema and is skipped, so it raises nothing).
+ */
+export function eventNameProblem(name: string): string | null {
+  const shape = EVENT_SHAPE.exec(name);
+  if (!shape) return 'must be <ResourceType>.<event>, such as Encounter.finished or Patient.created';
+  const [, type, suffix] = shape;
+  if (!KNOWN_TYPES.has(type)) {
+    const meant = FHIR_R4_RESOURCE_TYPES.find((known) => known.toLowerCase() === type.toLowerCase());
+    const shown = /^[A-Za-z]{1,64}$/.test(type) ? `"${type}"` : 'the part before the dot';
+    return meant
+      ? `${shown} is not a FHIR R4 resource type; names are case-sensitive: ${meant}`
+      : `${shown} is not a FHIR R4 resource type (see GET /v1/events/catalog)`;
+  }
+  if (LIFECYCLE.has(suffix)) return null;
+  if (!STATUS_CODE.test(suffix)) return `the part after the dot must be created, updated, deleted or a status code of ${type}`;
+  const statuses = STATUS_VALUE_SETS[type];
+  if (statuses && !statuses.includes(suffix)) {
+    return `${type} has no status "${suffix}": its events are created, updated, deleted, ${statuses.join(', ')}`;
+  }
+  return null;
+}

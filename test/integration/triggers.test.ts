@@ -47,6 +47,10 @@ describeEachStore('triggers', (env) => {
       [{ name: 'x', sourceId: blueprintId, type: 'search' }, /queryId/],
       [{ name: 'x', sourceId: blueprintId, type: 'event' }, /event/],
       [{ name: 'x', sourceId: blueprintId, type: 'event', event: 'not an event' }, /event/],
+      // Well-formed, but never raised: a trigger on it would wait forever without a word.
+      [{ name: 'x', sourceId: blueprintId, type: 'event', event: 'Observation.finalised' }, /^body\.event Observation has no status "finalised": its events are created, updated, deleted, registered, preliminary, final,/],
+      [{ name: 'x', sourceId: blueprintId, type: 'event', event: 'Labresult.final' }, /^body\.event "Labresult" is not a FHIR R4 resource type/],
+      [{ name: 'x', sourceId: blueprintId, type: 'event', event: 'MedicationrEquest.active' }, /names are case-sensitive: MedicationRequest$/],
       [{ name: 'x', sourceId: blueprintId, type: 'search', queryId, schedule: { interval: 'PT30S', timezone: 'UTC' } }, /interval/],
       [{ name: 'x', sourceId: blueprintId, type: 'search', queryId, schedule: { interval: 'P1D', timezone: 'Mars/Base' } }, /timezone/],
       [{ name: 'x', sourceId: blueprintId, type: 'cron' }, /type/],
@@ -67,6 +71,16 @@ describeEachStore('triggers', (env) => {
     expect(res.json().error).toMatch(/sourceId/);
     const list = (await ws.call('GET', '/v1/triggers')).json();
     expect(list.data).toHaveLength(0);
+  });
+
+  it('refuses a PATCH to an event carepath never raises and keeps the trigger as it was', async () => {
+    const ws = await env.workspace();
+    const { blueprintId } = await blueprintAndQuery(ws);
+    const created = (await ws.call('POST', '/v1/triggers', { body: { name: 'x', sourceId: blueprintId, type: 'event', event: 'Encounter.finished' } })).json();
+    const res = await ws.call('PATCH', `/v1/triggers/${created.triggerId}`, { body: { event: 'Encounter.complete' } });
+    expect(res.statusCode).toBe(400);
+    expect(res.json()).toMatchObject({ code: 'invalid_request', error: expect.stringMatching(/^body\.event Encounter has no status "complete"/) });
+    expect((await ws.call('GET', `/v1/triggers/${created.triggerId}`)).json().event).toBe('Encounter.finished');
   });
 
   it('patches partially, clears with null, and refuses type changes', async () => {

@@ -461,6 +461,17 @@ describe('validateBlueprint: automations', () => {
       }
     });
 
+    it('refuses a well-formed event carepath never raises, naming the node', () => {
+      expectProblem(
+        withAutomation({ type: 'wait_for_event', with: { event: 'Encounter.done', timeout: 'P30D' } }),
+        `${at}with.event Encounter has no status "done": its events are created, updated, deleted, planned, arrived, triaged, in-progress, onleave, finished, cancelled, entered-in-error, unknown`,
+      );
+      expectProblem(
+        withAutomation({ type: 'wait_for_event', with: { event: 'Visit.finished' } }),
+        `${at}with.event "Visit" is not a FHIR R4 resource type (see GET /v1/events/catalog)`,
+      );
+    });
+
     it('needs the timeout to be a duration', () => {
       expectProblem(
         withAutomation({ type: 'wait_for_event', with: { event: 'Encounter.finished', timeout: '30 days' } }),

@@ -6,6 +6,7 @@ import {
   FHIR_R4_RESOURCE_TYPES,
   STATUS_VALUE_SETS,
   eventCatalog,
+  eventNameProblem,
   eventsFor,
   type EventContext,
 } from '../../src/ingestion/events.js';
@@ -124,5 +125,32 @@ describe('eventCatalog', () => {
       }
     }
     expect(checked).toBeGreaterThan(100);
+  });
+});
+
+describe('eventNameProblem', () => {
+  it('accepts every event of the catalogue, and status events of types the catalogue lists no statuses for', () => {
+    for (const { event } of eventCatalog()) expect(eventNameProblem(event), event).toBeNull();
+    expect(eventNameProblem('Claim.active')).toBeNull();
+    expect(eventNameProblem('Goal.on-hold')).toBeNull();
+  });
+
+  it('explains each way a name can never be raised, never echoing odd input', () => {
+    expect(eventNameProblem('Encounter')).toMatch(/^must be <ResourceType>\.<event>/);
+    expect(eventNameProblem('encounter.finished')).toBe('"encounter" is not a FHIR R4 resource type; names are case-sensitive: Encounter');
+    expect(eventNameProblem('Lab.final')).toBe('"Lab" is not a FHIR R4 resource type (see GET /v1/events/catalog)');
+    expect(eventNameProblem('<script>.final')).toBe('the part before the dot is not a FHIR R4 resource type (see GET /v1/events/catalog)');
+    expect(eventNameProblem('Encounter.done')).toBe(
+      'Encounter has no status "done": its events are created, updated, deleted, planned, arrived, triaged, in-progress, onleave, finished, cancelled, entered-in-error, unknown',
+    );
+    expect(eventNameProblem('Claim.a b')).toBe('the part after the dot must be created, updated, deleted or a status code of Claim');
+  });
+
+  it('agrees with eventsFor: every event raised from a valid status passes', () => {
+    for (const [type, codes] of Object.entries(STATUS_VALUE_SETS)) {
+      for (const status of codes) {
+        for (const event of eventsFor({ resourceType: type, status }, { existed: false, deleted: false })) expect(eventNameProblem(event), event).toBeNull();
+      }
+    }
   });
 });

@@ -6,6 +6,7 @@ import { Duration, IANAZone } from 'luxon';
 import { findPlaceholders, renderPlaceholders } from '../../lib/placeholders.js';
 import { HTTP_METHODS, TAG_SLUG, type AutomationType } from './blueprint.js';
 import { expressionProblem } from './expression.check.js';
+import { eventNameProblem } from '../../ingestion/events.js';
 
 export type Report = (problem: string) => void;
 type WithObject = Record<string, unknown>;
@@ -87,6 +88,10 @@ function checkWait(w: WithObject, report: Report): void {
 function checkWaitForEvent(w: WithObject, report: Report): void {
   if (typeof w.event !== 'string' || !EVENT_NAME.test(w.event)) {
     report(`with.event must be an event name such as Encounter.finished, got ${show(w.event)}`);
+  } else {
+    // A wait on an event carepath never raises would only ever end by its timeout.
+    const problem = eventNameProblem(w.event);
+    if (problem) report(`with.event ${problem}`);
   }
   if (w.timeout !== undefined) checkDuration(w.timeout, 'with.timeout', report);
 }

@@ -12,6 +12,7 @@ import { findBlueprint } from '../diagrams/diagram.repository.js';
 import { lockQuery } from '../queries/query.repository.js';
 import { parseSchedule } from '../schedules/schedule.js';
 import { nextTickAfter } from '../schedules/next-tick.js';
+import { eventNameProblem } from '../../ingestion/events.js';
 import type { CreateTriggerBody, TriggerView, UpdateTriggerBody } from './trigger.schemas.js';
 import {
   findTrigger,
@@ -59,6 +60,12 @@ export function storedSchedule(input: unknown, now: Date): StoredSchedule {
   return { ...schedule, anchor: schedule.startAt ?? now.toISOString() };
 }
 
+/** An event trigger on an event carepath never raises would never start a run: refused at once. */
+function refuseImpossibleEvent(event: string): void {
+  const problem = eventNameProblem(event);
+  if (problem) throw invalidRequest(`body.event ${problem}`);
+}
+
 export function nextRunOf(schedule: StoredSchedule | null, now: Date): string | null {
   if (!schedule) return null;
   return nextTickAfter(schedule, new Date(schedule.anchor), now).toISOString();
@@ -69,6 +76,7 @@ export async function createTrigger(db: Db, ctx: RequestContext, body: CreateTri
   await requireBlueprint(db, ctx.workspaceId, body.sourceId);
   if (body.type === 'search' && !body.queryId) throw invalidRequest('body.queryId is required for a search trigger');
   if (body.type === 'event' && !body.event) throw invalidRequest('body.event is required for an event trigger');
+  if (body.type === 'event') refuseImpossibleEvent(body.event!);
 
   const schedule = body.type === 'search' && body.schedule ? storedSchedule(body.schedule, now) : null;
   const at = now.toISOString();
@@ -128,7 +136,10 @@ export async function changeTrigger(
   }
   if (row.type === 'event') {
     if (body.event === null) throw invalidRequest('body.event cannot be cleared on an event trigger');
-    if (body.event !== undefined) changes.event = body.event;
+    if (body.event !== undefined) {
+      refuseImpossibleEvent(body.event);
+      changes.event = body.event;
+    }
   }
   if (row.type !== 'web' && body.onePerSubject !== undefined) {
     changes.one_per_subject = (body.onePerSubject ?? row.type === 'search') ? 1 : 0;
