@@ -323,7 +323,7 @@ describeEachStore('search', (env) => {
       [{ resourceType: 'Patient', offset: 1.5 }, 'body.offset'],
       [{ resourceType: 'Patient', order: 'birthDate' }, 'body.order'],
       [{ resourceType: 'Patient', orderDirection: 'up' }, 'body.orderDirection'],
-      [{ resourceType: 'Patient', filters: [{ op: 'with', tag: 'UPPER' }] }, 'body.filters.0.tag'],
+      [{ resourceType: 'Patient', filters: [{ op: 'with', tag: 'UPPER' }] }, 'body.filters.0.tag must be a tag: 1–64 lowercase letters, digits, ".", "_", ":" or "-"'],
       [{ resourceType: 'Patient', filters: Array.from({ length: 21 }, () => ({ op: 'with', tag: 'a' })) }, 'body.filters'],
     ];
     for (const [body, message] of cases) {

@@ -46,7 +46,7 @@ describeEachStore('triggers', (env) => {
       [{ name: 'x', sourceId: blueprintId, type: 'event', schedule: { interval: 'P1D', timezone: 'UTC' } }, /schedule/],
       [{ name: 'x', sourceId: blueprintId, type: 'search' }, /queryId/],
       [{ name: 'x', sourceId: blueprintId, type: 'event' }, /event/],
-      [{ name: 'x', sourceId: blueprintId, type: 'event', event: 'not an event' }, /event/],
+      [{ name: 'x', sourceId: blueprintId, type: 'event', event: 'not an event' }, /^body\.event must be an event name, <ResourceType>\.<event>, such as Encounter\.finished/],
       // Well-formed, but never raised: a trigger on it would wait forever without a word.
       [{ name: 'x', sourceId: blueprintId, type: 'event', event: 'Observation.finalised' }, /^body\.event Observation has no status "finalised": its events are created, updated, deleted, registered, preliminary, final,/],
       [{ name: 'x', sourceId: blueprintId, type: 'event', event: 'Labresult.final' }, /^body\.event "Labresult" is not a FHIR R4 resource type/],

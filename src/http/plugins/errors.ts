@@ -1,5 +1,7 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError, ERROR_STATUS, type ErrorCode } from '../../lib/errors.js';
+import { TagSlug } from '../schemas/common.js';
+import { EventName } from '../../modules/triggers/trigger.schemas.js';
 
 interface ValidationIssue {
   instancePath: string;
@@ -7,6 +9,12 @@ interface ValidationIssue {
   message?: string;
   params: Record<string, unknown>;
 }
+
+/** What a pattern means, for the fields whose regular expression alone would leave a caller guessing. */
+const PATTERN_MEANINGS = new Map<string, string>([
+  [TagSlug.pattern!, 'must be a tag: 1–64 lowercase letters, digits, ".", "_", ":" or "-", starting with a letter or digit (such as high-risk)'],
+  [EventName.pattern!, 'must be an event name, <ResourceType>.<event>, such as Encounter.finished (GET /v1/events/catalog lists them)'],
+]);
 
 /** Turns the first schema failure into a sentence that names the field: `body.limit must be <= 100`. */
 export function describeValidation(part: string, issues: ValidationIssue[]): string {
@@ -25,6 +33,8 @@ export function describeValidation(part: string, issues: ValidationIssue[]): str
       return `${path}.${String(issue.params.missingProperty)} is required`;
     case 'enum':
       return `${path} must be one of ${(issue.params.allowedValues as unknown[]).map((v) => JSON.stringify(v)).join(', ')}`;
+    case 'pattern':
+      return `${path} ${PATTERN_MEANINGS.get(String(issue.params.pattern)) ?? issue.message ?? 'is invalid'}`;
     default:
       return `${path} ${issue.message ?? 'is invalid'}`;
   }
