@@ -4,7 +4,7 @@
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -89,6 +89,25 @@ describe('the carepath process [sqlite]', () => {
     running.push(wrong);
     expect(await wrong.exited).toBe(2);
     expect(wrong.stderr()).toContain('--name <key name> is required');
+  }, 60_000);
+
+  it('a store that cannot be opened ends the command with one plain sentence and exit 1', async () => {
+    const port = await freePort();
+    const refused = start(['migrate'], { CAREPATH_DATABASE_URL: `postgres://carepath:s3cret-pw@127.0.0.1:${port}/carepath` });
+    running.push(refused);
+    expect(await refused.exited).toBe(1);
+    expect(refused.stderr()).toBe(
+      `carepath: cannot open the store in CAREPATH_DATABASE_URL (postgres://carepath:***@127.0.0.1:${port}/carepath): ` +
+        `nothing listens there; is PostgreSQL running, on that host and port? [ECONNREFUSED: connect ECONNREFUSED 127.0.0.1:${port}]\n`,
+    );
+
+    const file = join(dir, 'not-a-database.db');
+    writeFileSync(file, 'these bytes are no SQLite database, only text long enough to hold a header of one'.repeat(2));
+    const notDb = start(['serve'], { CAREPATH_DATABASE_URL: `sqlite:${file}`, CAREPATH_PORT: String(await freePort()) });
+    running.push(notDb);
+    expect(await notDb.exited).toBe(1);
+    expect(notDb.stderr()).toContain('the file is not a SQLite database [SQLITE_NOTADB');
+    expect(notDb.stderr()).not.toMatch(/\bat .+:\d+:\d+/);
   }, 60_000);
 
   it('serve seeds a demo once, answers the printed key over HTTP and stops with 0 on SIGTERM', async () => {

@@ -1,0 +1,53 @@
+/**
+ * The store named by CAREPATH_DATABASE_URL cannot be opened, said as a sentence an operator can
+ * act on at 2 a.m.: which store (the password never shown), what went wrong, the driver's code
+ * and words.
+ * Only failures of reaching or opening the store are translated; anything else (a failing
+ * migration, a bug) keeps its own message.
+ */
+export class StoreUnavailableError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'StoreUnavailableError';
+  }
+}
+
+/** By the error's `code`: Node's network errors, PostgreSQL's SQLSTATEs, SQLite's result codes. */
+const WHAT_WENT_WRONG: Record<string, string> = {
+  ECONNREFUSED: 'nothing listens there; is PostgreSQL running, on that host and port?',
+  ENOTFOUND: 'the host name does not resolve',
+  EAI_AGAIN: 'the host name did not resolve (no answer from DNS)',
+  ETIMEDOUT: 'the connection timed out; a firewall, or the wrong host?',
+  EHOSTUNREACH: 'the host cannot be reached',
+  '28P01': 'PostgreSQL refused the user name or password',
+  '28000': 'PostgreSQL does not accept this user (no such role, or pg_hba.conf refuses it from here)',
+  '3D000': 'the database does not exist; create it first (createdb)',
+  '53300': 'PostgreSQL has no connection slots left',
+  '57P03': 'PostgreSQL is starting up or shutting down; try again shortly',
+  SQLITE_NOTADB: 'the file is not a SQLite database',
+  SQLITE_CANTOPEN: 'the file cannot be opened (a directory, or no permission?)',
+  SQLITE_READONLY: 'the file is read-only for this user',
+  SQLITE_CORRUPT: 'the database file is damaged; restore it from a backup (docs/operations.md)',
+};
+
+export function storeUnavailable(databaseUrl: string, error: unknown): StoreUnavailableError | null {
+  const code = (error as { code?: unknown } | null)?.code;
+  if (typeof code !== 'string' || !Object.hasOwn(WHAT_WENT_WRONG, code)) return null;
+  // The driver's own words go along: at this stage they name a host, a role or a file, never data.
+  const said = error instanceof Error && error.message ? `: ${error.message}` : '';
+  return new StoreUnavailableError(
+    `cannot open the store in CAREPATH_DATABASE_URL (${withoutPassword(databaseUrl)}): ${WHAT_WENT_WRONG[code]} [${code}${said}]`,
+  );
+}
+
+/** The URL as it may be printed: a PostgreSQL password replaced by `***`. */
+export function withoutPassword(databaseUrl: string): string {
+  if (!/^postgres(ql)?:/.test(databaseUrl)) return databaseUrl;
+  try {
+    const url = new URL(databaseUrl);
+    if (url.password) url.password = '***';
+    return url.toString();
+  } catch {
+    return 'postgres://… (not a valid URL)';
+  }
+}

@@ -1,0 +1,38 @@
+import { describe, expect, it } from 'vitest';
+import { storeUnavailable, withoutPassword, StoreUnavailableError } from '../../src/storage/store-unavailable.js';
+
+describe('storeUnavailable', () => {
+  it('turns a failure to reach or open the store into a sentence naming the store, never its password', () => {
+    const refused = Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5999'), { code: 'ECONNREFUSED' });
+    const error = storeUnavailable('postgres://carepath:s3cret-pw@127.0.0.1:5999/carepath', refused);
+    expect(error).toBeInstanceOf(StoreUnavailableError);
+    expect(error!.message).toBe(
+      'cannot open the store in CAREPATH_DATABASE_URL (postgres://carepath:***@127.0.0.1:5999/carepath): ' +
+        'nothing listens there; is PostgreSQL running, on that host and port? [ECONNREFUSED: connect ECONNREFUSED 127.0.0.1:5999]',
+    );
+    expect(error!.message).not.toContain('s3cret');
+  });
+
+  it('knows PostgreSQL refusals and SQLite files that are no database', () => {
+    const missing = Object.assign(new Error('database "cp" does not exist'), { code: '3D000' });
+    expect(storeUnavailable('postgres://db.internal/cp', missing)!.message).toMatch(/the database does not exist; create it first \(createdb\) \[3D000: database "cp" does not exist\]$/);
+    const notDb = Object.assign(new Error('file is not a database'), { code: 'SQLITE_NOTADB' });
+    expect(storeUnavailable('sqlite:./data/carepath.db', notDb)!.message).toBe(
+      'cannot open the store in CAREPATH_DATABASE_URL (sqlite:./data/carepath.db): the file is not a SQLite database [SQLITE_NOTADB: file is not a database]',
+    );
+  });
+
+  it('leaves every other failure to keep its own message', () => {
+    expect(storeUnavailable('sqlite:x.db', new Error('a migration failed'))).toBeNull();
+    expect(storeUnavailable('sqlite:x.db', Object.assign(new Error('unique'), { code: '23505' }))).toBeNull();
+    expect(storeUnavailable('sqlite:x.db', 'not even an error')).toBeNull();
+    expect(storeUnavailable('sqlite:x.db', Object.assign(new Error('odd'), { code: 'toString' }))).toBeNull();
+  });
+
+  it('shows a URL without its password, and a URL it cannot parse not at all', () => {
+    expect(withoutPassword('postgresql://u:p@h:5432/d?sslmode=require')).toBe('postgresql://u:***@h:5432/d?sslmode=require');
+    expect(withoutPassword('postgres://u@h/d')).toBe('postgres://u@h/d');
+    expect(withoutPassword('postgres://u:p@[bad')).toBe('postgres://… (not a valid URL)');
+    expect(withoutPassword('sqlite::memory:')).toBe('sqlite::memory:');
+  });
+});
