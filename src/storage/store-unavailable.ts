@@ -40,12 +40,14 @@ export function storeUnavailable(databaseUrl: string, error: unknown): StoreUnav
   );
 }
 
-/** The URL as it may be printed: a PostgreSQL password replaced by `***`. */
+/** The URL as it may be printed: a PostgreSQL password (in the user part or a parameter) replaced by `***`. */
 export function withoutPassword(databaseUrl: string): string {
   if (!/^postgres(ql)?:/.test(databaseUrl)) return databaseUrl;
   try {
     const url = new URL(databaseUrl);
     if (url.password) url.password = '***';
+    // libpq-style URLs may carry it as a parameter too.
+    for (const name of [...url.searchParams.keys()]) if (name.toLowerCase() === 'password') url.searchParams.set(name, '***');
     return url.toString();
   } catch {
     return 'postgres://… (not a valid URL)';

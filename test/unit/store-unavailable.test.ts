@@ -32,6 +32,7 @@ describe('storeUnavailable', () => {
   it('shows a URL without its password, and a URL it cannot parse not at all', () => {
     expect(withoutPassword('postgresql://u:p@h:5432/d?sslmode=require')).toBe('postgresql://u:***@h:5432/d?sslmode=require');
     expect(withoutPassword('postgres://u@h/d')).toBe('postgres://u@h/d');
+    expect(withoutPassword('postgres://h/d?user=u&password=s3cret&sslmode=require')).toBe('postgres://h/d?user=u&password=***&sslmode=require');
     expect(withoutPassword('postgres://u:p@[bad')).toBe('postgres://… (not a valid URL)');
     expect(withoutPassword('sqlite::memory:')).toBe('sqlite::memory:');
   });
