@@ -5,10 +5,9 @@
 import type { Config } from './config.js';
 import { systemClock, type Clock } from './lib/clock.js';
 import { createLogger, type Logger } from './lib/logger.js';
-import { openStore, type Dialect, type Store, type StoreOptions } from './storage/connect.js';
-import { storeUnavailable } from './storage/store-unavailable.js';
+import type { Dialect, Store, StoreOptions } from './storage/connect.js';
 import type { Db } from './storage/database.js';
-import { migrateToLatest } from './storage/migrate.js';
+import { openMigratedStore } from './storage/migrate.js';
 import { MemoryRateLimiter, PostgresRateLimiter, type RateLimiter } from './http/rate-limit/rate-limiter.js';
 import { KeyUsageRecorder } from './auth/key-usage.js';
 import { WorkSignals } from './lib/work-signals.js';
@@ -67,23 +66,10 @@ export interface ContainerOptions {
   migrate?: boolean;
 }
 
-/** Opens the store and brings its schema up to date; a store that cannot be reached says so plainly. */
-async function openAndMigrate(databaseUrl: string, options: ContainerOptions): Promise<Store> {
-  let store: Store | undefined;
-  try {
-    store = openStore(databaseUrl, options.storeOptions);
-    if (options.migrate !== false) await migrateToLatest(store.db, store.dialect);
-    return store;
-  } catch (error) {
-    await store?.close().catch(() => undefined);
-    throw storeUnavailable(databaseUrl, error) ?? error;
-  }
-}
-
 export async function createContainer(config: Config, options: ContainerOptions = {}): Promise<Container> {
   const logger = options.logger ?? createLogger(config.logLevel);
   const clock = options.clock ?? systemClock;
-  const store = await openAndMigrate(config.databaseUrl, options);
+  const { store } = await openMigratedStore(config.databaseUrl, { storeOptions: options.storeOptions, migrate: options.migrate });
   const rateLimiter: RateLimiter =
     store.dialect === 'postgres'
       ? new PostgresRateLimiter(store.db, config.rateLimit, () => clock.now().getTime())

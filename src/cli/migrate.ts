@@ -1,21 +1,12 @@
 /** `carepath migrate`: brings the store's schema up to date and says what it applied. */
 import type { Config } from '../config.js';
-import { openStore, type Store } from '../storage/connect.js';
-import { storeUnavailable } from '../storage/store-unavailable.js';
-import { migrateToLatest } from '../storage/migrate.js';
+import { openMigratedStore } from '../storage/migrate.js';
 
 /** Names of the migrations applied now; empty when the schema was already current. */
 export async function runMigrations(config: Config): Promise<string[]> {
-  let store: Store | undefined;
-  try {
-    store = openStore(config.databaseUrl);
-    const results = await migrateToLatest(store.db, store.dialect);
-    return results.filter((result) => result.status === 'Success').map((result) => result.migrationName);
-  } catch (error) {
-    throw storeUnavailable(config.databaseUrl, error) ?? error;
-  } finally {
-    await store?.close();
-  }
+  const { store, applied } = await openMigratedStore(config.databaseUrl);
+  await store.close();
+  return applied.filter((result) => result.status === 'Success').map((result) => result.migrationName);
 }
 
 export function describeMigrations(applied: string[]): string {
