@@ -448,6 +448,13 @@ describeEachStore('engine: waits', (env) => {
       "tag needs the run's subject, and payload.subject names a patient that is not a record of this workspace (deliver the Patient first, or check the reference)",
     );
     expect(run.error!.message).not.toContain('mrn-0042');
+
+    // A reference the fire does not read as a patient gave the run no subject to look for.
+    const otherRunId = await fire(ws, triggerId, { subject: { reference: 'Practitioner/dr-1' } });
+    await testWorker(env).drain();
+    expect((await getRun(ws, otherRunId)).error!.message).toBe(
+      `tag needs the run's subject, and this run has none (a fired run takes it from payload.subject, {"reference": "Patient/<extId>"})`,
+    );
   });
 
   it('a run that ends while another branch waits closes that step and drops its event wait', async () => {

@@ -15,6 +15,7 @@ import type { OpenStep } from '../engine-state.js';
 import type { ReceivedEvent, StepResult } from '../executor.js';
 import type { RunInHand } from '../run-context.js';
 import type { EngineServices } from '../engine-services.js';
+import { subjectReference } from '../../modules/triggers/subject-reference.js';
 
 export interface StepRequest {
   run: RunInHand;
@@ -70,18 +71,11 @@ export type AutomationHandler =
  */
 export function requireSubject(step: StepRequest) {
   if (!step.run.subject) {
-    const named = subjectReferenceIn(step.run.payload);
     throw new StepFailure(
-      named
+      subjectReference(step.run.payload) !== null
         ? `${step.automation.type} needs the run's subject, and payload.subject names a patient that is not a record of this workspace (deliver the Patient first, or check the reference)`
         : `${step.automation.type} needs the run's subject, and this run has none (a fired run takes it from payload.subject, {"reference": "Patient/<extId>"})`,
     );
   }
   return step.run.subject;
-}
-
-function subjectReferenceIn(payload: unknown): boolean {
-  if (typeof payload !== 'object' || payload === null) return false;
-  const subject = (payload as { subject?: unknown }).subject;
-  return typeof subject === 'object' && subject !== null && typeof (subject as { reference?: unknown }).reference === 'string';
 }

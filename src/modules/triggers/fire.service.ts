@@ -12,6 +12,7 @@ import { findRun } from '../runs/run.repository.js';
 import type { RunView } from '../runs/run.view.js';
 import { findRecordByExtId } from '../records/record.repository.js';
 import type { TriggerForFireResolver } from './trigger.repository.js';
+import { subjectReference } from './subject-reference.js';
 
 const IDEMPOTENCY_KEY = /^[\x20-\x7e]{1,255}$/;
 
@@ -31,17 +32,6 @@ export interface FireResult {
 /** The fingerprint of a fire: trigger and the body fields that shape the run, as sent. */
 export function fireFingerprint(triggerId: string, input: FireInput): string {
   return sha256Hex(canonicalJson({ triggerId, payload: input.payload, autoStart: input.autoStart }));
-}
-
-/** `payload.subject` as a FHIR-style reference names the run's subject (DESIGN §6). */
-function subjectReference(payload: unknown): string | null {
-  if (typeof payload !== 'object' || payload === null) return null;
-  const subject = (payload as { subject?: unknown }).subject;
-  if (typeof subject !== 'object' || subject === null) return null;
-  const reference = (subject as { reference?: unknown }).reference;
-  if (typeof reference !== 'string') return null;
-  const match = /^Patient\/([A-Za-z0-9\-.]{1,64})$/.exec(reference);
-  return match ? match[1] : null;
 }
 
 export async function fireTrigger(
