@@ -76,7 +76,7 @@ export function registerQueryRoutes(api: Api, container: Container): void {
       },
     },
     async (request, reply) => {
-      await deleteQuery(container.db, request.ctx, request.params.queryId);
+      await deleteQuery(container.db, request.ctx, request.params.queryId, now());
       return reply.code(204).send(null);
     },
   );

@@ -7,6 +7,8 @@ import type { RequestContext } from '../../auth/context.js';
 import { ApiError, notFound } from '../../lib/errors.js';
 import { uuidv7 } from '../../lib/ids.js';
 import { queryInUse } from '../triggers/trigger.repository.js';
+import { recordAudit } from '../audit/audit.repository.js';
+import { setupCreated, setupDeleted, setupUpdated } from '../audit/setup-audit.js';
 import type { CreateQueryBody, QueryView, UpdateQueryBody } from './query.schemas.js';
 import { deleteQueryRow, findQuery, insertQuery, lockQuery, toQueryView, updateQuery, type QueryRow } from './query.repository.js';
 
@@ -21,8 +23,12 @@ export async function createQuery(db: Db, ctx: RequestContext, body: CreateQuery
     created_at: at,
     updated_at: at,
   };
-  await insertQuery(db, row);
-  return toQueryView(row);
+  const view = toQueryView(row);
+  await db.transaction().execute(async (tx) => {
+    await insertQuery(tx, row);
+    await recordAudit(tx, ctx, at, [setupCreated('query', row.id, view)]);
+  });
+  return view;
 }
 
 export async function changeQuery(
@@ -38,16 +44,22 @@ export async function changeQuery(
   if (body.name !== undefined) changes.name = body.name;
   if (body.resourceType !== undefined) changes.resource_type = body.resourceType;
   if (body.filters !== undefined) changes.filters = JSON.stringify(body.filters);
-  await updateQuery(db, queryId, changes);
-  return toQueryView({ ...row, ...changes });
+  const view = toQueryView({ ...row, ...changes });
+  await db.transaction().execute(async (tx) => {
+    await updateQuery(tx, queryId, changes);
+    await recordAudit(tx, ctx, changes.updated_at!, [setupUpdated('query', queryId, body, view)]);
+  });
+  return view;
 }
 
-export async function deleteQuery(db: Db, ctx: RequestContext, queryId: string): Promise<void> {
+export async function deleteQuery(db: Db, ctx: RequestContext, queryId: string, now: Date): Promise<void> {
   await db.transaction().execute(async (tx) => {
-    if (!(await lockQuery(tx, ctx.workspaceId, queryId, 'update'))) throw notFound('query');
+    const query = await lockQuery(tx, ctx.workspaceId, queryId, 'update');
+    if (!query) throw notFound('query');
     if (await queryInUse(tx, ctx.workspaceId, queryId)) {
       throw new ApiError('query_in_use', 'an active trigger still uses this query; deactivate or delete the trigger first');
     }
     await deleteQueryRow(tx, ctx.workspaceId, queryId);
+    await recordAudit(tx, ctx, now.toISOString(), [setupDeleted('query', queryId, query.name)]);
   });
 }

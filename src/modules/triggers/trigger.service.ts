@@ -13,6 +13,8 @@ import { lockQuery } from '../queries/query.repository.js';
 import { parseSchedule } from '../schedules/schedule.js';
 import { nextTickAfter } from '../schedules/next-tick.js';
 import { eventNameProblem } from '../../ingestion/events.js';
+import { recordAudit } from '../audit/audit.repository.js';
+import { setupCreated, setupDeleted, setupUpdated } from '../audit/setup-audit.js';
 import type { CreateTriggerBody, TriggerView, UpdateTriggerBody } from './trigger.schemas.js';
 import {
   findTrigger,
@@ -98,11 +100,13 @@ export async function createTrigger(db: Db, ctx: RequestContext, body: CreateTri
     updated_at: at,
     deleted_at: null,
   };
+  const view = toTriggerView(row);
   await withinTransaction(db, async (tx) => {
     if (row.query_id) await requireQuery(tx, ctx.workspaceId, row.query_id);
     await insertTrigger(tx, row);
+    await recordAudit(tx, ctx, at, [setupCreated('trigger', row.id, view)]);
   });
-  return toTriggerView(row);
+  return view;
 }
 
 export async function changeTrigger(
@@ -145,6 +149,7 @@ export async function changeTrigger(
     changes.one_per_subject = (body.onePerSubject ?? row.type === 'search') ? 1 : 0;
   }
   changes.updated_at = now.toISOString();
+  const view = toTriggerView({ ...row, ...changes });
   await withinTransaction(db, async (tx) => {
     if (changes.query_id) await requireQuery(tx, ctx.workspaceId, changes.query_id);
     else if (changes.active === 1 && row.active === 0 && row.query_id) {
@@ -154,8 +159,9 @@ export async function changeTrigger(
       }
     }
     await updateTrigger(tx, triggerId, changes);
+    await recordAudit(tx, ctx, changes.updated_at!, [setupUpdated('trigger', triggerId, body, view)]);
   });
-  return toTriggerView({ ...row, ...changes });
+  return view;
 }
 
 export async function deleteTrigger(db: Db, ctx: RequestContext, triggerId: string, now: Date): Promise<void> {
@@ -163,6 +169,9 @@ export async function deleteTrigger(db: Db, ctx: RequestContext, triggerId: stri
   if (!row) throw notFound('trigger');
   const at = now.toISOString();
   // Soft delete: runs keep pointing at it, no new run can start from it.
-  await updateTrigger(db, triggerId, { deleted_at: at, updated_at: at, active: 0, next_run_at: null });
+  await withinTransaction(db, async (tx) => {
+    await updateTrigger(tx, triggerId, { deleted_at: at, updated_at: at, active: 0, next_run_at: null });
+    await recordAudit(tx, ctx, at, [setupDeleted('trigger', triggerId, row.name)]);
+  });
 }
 

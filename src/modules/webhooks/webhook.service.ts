@@ -12,6 +12,8 @@ import { uuidv7 } from '../../lib/ids.js';
 import type { CreateWebhookBody, CreatedWebhook, UpdateWebhookBody, WebhookView } from './webhook.schemas.js';
 import { findWebhook, insertWebhook, toWebhookView, updateWebhook, type WebhookRow } from './webhook.repository.js';
 import { expireSecrets, generateWebhookSecret, insertSecret, newSecretRow } from './webhook-secrets.js';
+import { recordAudit } from '../audit/audit.repository.js';
+import { setupCreated, setupDeleted, setupUpdated } from '../audit/setup-audit.js';
 
 export interface WebhookDeps {
   db: Db;
@@ -39,11 +41,14 @@ export async function createWebhook(
     deleted_at: null,
   };
   const secret = generateWebhookSecret();
+  const view = toWebhookView(row, deps.publicUrl);
   await deps.db.transaction().execute(async (tx) => {
     await insertWebhook(tx, row);
     await insertSecret(tx, newSecretRow(deps.box, row.id, auth, secret, now));
+    // The view, not the answer: the secret is shown once, to the caller, and stored hashed or sealed only.
+    await recordAudit(tx, ctx, at, [setupCreated('webhook', row.id, view)]);
   });
-  return { ...toWebhookView(row, deps.publicUrl), secret };
+  return { ...view, secret };
 }
 
 export async function changeWebhook(
@@ -61,15 +66,21 @@ export async function changeWebhook(
   const changes: Partial<WebhookRow> = { updated_at: now.toISOString() };
   if (body.name !== undefined) changes.name = body.name;
   if (body.active !== undefined) changes.active = body.active ? 1 : 0;
-  await updateWebhook(deps.db, webhookId, changes);
-  return toWebhookView({ ...row, ...changes }, deps.publicUrl);
+  const view = toWebhookView({ ...row, ...changes }, deps.publicUrl);
+  await deps.db.transaction().execute(async (tx) => {
+    await updateWebhook(tx, webhookId, changes);
+    await recordAudit(tx, ctx, changes.updated_at!, [setupUpdated('webhook', webhookId, body, view)]);
+  });
+  return view;
 }
 
 export async function deleteWebhook(db: Db, ctx: RequestContext, webhookId: string, now: Date): Promise<void> {
   const at = now.toISOString();
   await db.transaction().execute(async (tx) => {
-    if (!(await findWebhook(tx, ctx.workspaceId, webhookId))) throw notFound('webhook endpoint');
+    const row = await findWebhook(tx, ctx.workspaceId, webhookId);
+    if (!row) throw notFound('webhook endpoint');
     await updateWebhook(tx, webhookId, { deleted_at: at, updated_at: at, active: 0 });
     await expireSecrets(tx, webhookId, at);
+    await recordAudit(tx, ctx, at, [setupDeleted('webhook', webhookId, row.name)]);
   });
 }
