@@ -1,6 +1,6 @@
 /**
  * Hits as the page statements read them: one row per (record, tag), a record without tags once
- * with a null tag. Shared by the page reads of search.repository.ts and walk-in-store.ts.
+ * with a null tag. Read this way by the PostgreSQL walk (walk-in-store.ts), which joins the page with its tags.
  */
 import type { ResourceType, SearchHit } from './search.schemas.js';
 

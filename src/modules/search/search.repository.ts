@@ -18,7 +18,6 @@ import type { DbOrTx } from '../../storage/database.js';
 import { dialectOfDb } from '../../storage/dialect.js';
 import { intersect, type TagBitmap } from './tag-bitmap.js';
 import { EVERY_RECORD, loadTagBitmaps } from './tag-bitmap.repository.js';
-import { hitsOf } from './hit-rows.js';
 import { matchWindow, walkInStore, type OrderColumn } from './walk-in-store.js';
 import { sqliteWalkReader, type WalkAfter } from './walk-sqlite.js';
 import type { AuditRowAroundIds } from './search-audit.js';
@@ -196,18 +195,30 @@ async function fetchMatchesInOrder(db: DbOrTx, workspaceId: string, matches: Mat
   return rows.map((row) => Number(row.seq));
 }
 
-/** The hits at the given positions, in the given order, with their tags: one read, a row per tag. */
+/**
+ * The hits at the given positions, in the given order, with their tags: one read, a row per
+ * record, its tags gathered in tag order by the store. A row per (record, tag) instead, sorted by
+ * tag, read 4 to 6 rows a record at the benchmark's million records and cost 0.65–0.75 ms a page
+ * of 50 on SQLite against 0.41 (the tags' own index reads them in order, so nothing is sorted).
+ */
 async function hitsInOrder(db: DbOrTx, workspaceId: string, seqs: number[]): Promise<SearchHit[]> {
   if (seqs.length === 0) return [];
+  // PostgreSQL answers an array, SQLite a JSON array as text.
+  const tags =
+    dialectOfDb(db) === 'postgres'
+      ? sql<string[] | string>`array(select t.tag from record_tags t where t.record_id = records.id order by t.tag)`
+      : sql<string[] | string>`(select json_group_array(t.tag order by t.tag) from record_tags t where t.record_id = records.id)`;
   const rows = await db
     .selectFrom('records')
-    .leftJoin('record_tags', 'record_tags.record_id', 'records.id')
-    .select(['records.seq', 'records.id', 'records.ext_id', 'records.name', 'records.resource_type', 'record_tags.tag'])
+    .select(['records.seq', 'records.id', 'records.ext_id', 'records.name', 'records.resource_type', tags.as('tags')])
     .where('records.workspace_id', '=', workspaceId)
     .where(seqIn(db, seqs))
-    .orderBy('record_tags.tag')
     .execute();
-  const bySeq = hitsOf(rows);
+  const bySeq = new Map<number, SearchHit>();
+  for (const row of rows) {
+    const tagList = typeof row.tags === 'string' ? (JSON.parse(row.tags) as string[]) : row.tags;
+    bySeq.set(Number(row.seq), { id: row.id, extId: row.ext_id, name: row.name, resourceType: row.resource_type, tags: tagList });
+  }
   return seqs.map((seq) => bySeq.get(seq)).filter((hit) => hit !== undefined);
 }
 
