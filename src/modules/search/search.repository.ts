@@ -17,6 +17,7 @@ import { sql } from 'kysely';
 import type { DbOrTx } from '../../storage/database.js';
 import { dialectOfDb } from '../../storage/dialect.js';
 import { intersect, type TagBitmap } from './tag-bitmap.js';
+import { MatchCache, matchInputs } from './match-cache.js';
 import { EVERY_RECORD, loadTagBitmaps } from './tag-bitmap.repository.js';
 import { matchWindow, walkInStore, type OrderColumn } from './walk-in-store.js';
 import { sqliteWalkReader, type WalkAfter } from './walk-sqlite.js';
@@ -50,18 +51,38 @@ const ORDER_COLUMN = {
   extId: 'ext_id',
 } as const satisfies Record<SearchOrder, OrderColumn>;
 
-/** The matches of a search, as of one snapshot of the store. */
+/** One match cache per store (transactions share their store's adapter object). */
+const matchCaches = new WeakMap<object, MatchCache>();
+
+function matchCacheOf(db: DbOrTx): MatchCache {
+  const adapter = db.getExecutor().adapter;
+  let cache = matchCaches.get(adapter);
+  if (!cache) matchCaches.set(adapter, (cache = new MatchCache()));
+  return cache;
+}
+
+/**
+ * The matches of a search, as of one snapshot of the store. A search whose tags read exactly the
+ * chunks an earlier one with the same filters read gets the earlier matches (match-cache.ts).
+ */
 export async function findMatches(db: DbOrTx, workspaceId: string, criteria: RecordCriteria): Promise<Matches> {
-  const withTags = [...new Set(criteria.filters.filter((f) => f.op === 'with').map((f) => f.tag))];
-  const withoutTags = [...new Set(criteria.filters.filter((f) => f.op === 'without').map((f) => f.tag))];
+  const withTags = [...new Set(criteria.filters.filter((f) => f.op === 'with').map((f) => f.tag))].sort();
+  const withoutTags = [...new Set(criteria.filters.filter((f) => f.op === 'without').map((f) => f.tag))].sort();
   const bitmaps = await loadTagBitmaps(db, workspaceId, criteria.resourceType, [EVERY_RECORD, ...withTags, ...withoutTags]);
   const every = bitmaps.get(EVERY_RECORD)!;
-  const positions = intersect(
-    every,
-    withTags.map((tag) => bitmaps.get(tag)!),
-    withoutTags.map((tag) => bitmaps.get(tag)!),
-  );
-  return { resourceType: criteria.resourceType, positions, total: positions.cardinality(), everyRecord: every.cardinality() };
+  const required = withTags.map((tag) => bitmaps.get(tag)!);
+  const excluded = withoutTags.map((tag) => bitmaps.get(tag)!);
+
+  const cache = matchCacheOf(db);
+  const key = `${workspaceId}\u0000${criteria.resourceType}\u0000${withTags.join(' ')}\u0000${withoutTags.join(' ')}`;
+  const inputs = matchInputs([every, ...required, ...excluded]);
+  let matches = cache.lookup(key, inputs);
+  if (!matches) {
+    const positions = intersect(every, required, excluded);
+    matches = { positions, total: positions.cardinality(), everyRecord: every.cardinality() };
+    cache.store(key, inputs, matches);
+  }
+  return { resourceType: criteria.resourceType, ...matches };
 }
 
 /** The number of matching records. */

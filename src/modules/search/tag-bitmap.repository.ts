@@ -2,8 +2,9 @@
  * Reading and folding the tag bitmaps of migration 0004 (`tag_bitmaps` plus the change log
  * `record_tag_changes` that triggers on `records` and `record_tags` append to).
  *
- * A reader takes the stored chunks and the changes not yet folded in ONE statement, so it sees one
- * snapshot: the compactor folds changes and deletes them in one transaction, so in any snapshot a
+ * A reader takes the stored chunks and the changes not yet folded in one snapshot (ONE statement
+ * on PostgreSQL and inside a transaction; one read transaction on SQLite, bitmap-read-sqlite.ts):
+ * the compactor folds changes and deletes them in one transaction, so in any snapshot a
  * change is either in the chunks or in the log, never in both and never in neither. Changes are
  * applied in log order; each says whether the record carries the tag from then on, so applying
  * one twice does no harm.
@@ -14,22 +15,12 @@ import { dialectOfDb } from '../../storage/dialect.js';
 import { runPostgres, type PostgresStatement } from '../../storage/postgres-statement.js';
 import { CHUNK_BITS, TagBitmap, decodeChunk, encodeChunk } from './tag-bitmap.js';
 import { ChunkCache } from './chunk-cache.js';
+import { sqliteBitmapReader, type BitmapOrChange } from './bitmap-read-sqlite.js';
 
 /** The pseudo-tag every record of its type carries (not a valid slug, so no real tag collides). */
 export const EVERY_RECORD = '*';
 
 type ResourceType = RecordTable['resource_type'];
-
-interface BitmapOrChange {
-  tag: string;
-  chunk: number | string | null;
-  version: number | string | null;
-  /** null for a change, and for a chunk whose version the reader already holds */
-  bits: Uint8Array | null;
-  seq: number | string | null;
-  present: number | null;
-  id: number | string | null;
-}
 
 /** One chunk cache per store (transactions share their store's adapter object). */
 const caches = new WeakMap<object, ChunkCache>();
@@ -63,10 +54,13 @@ export async function loadTagBitmaps(
   for (const [tag, chunks] of cached) for (const [chunk, { version, words }] of chunks) heldWords.set(heldKey(tag, chunk, version), words);
   const held = [...heldWords.keys()];
 
+  const sqliteReader = sqliteBitmapReader(db);
   const rows =
     dialectOfDb(db) === 'postgres'
       ? await runPostgres<BitmapOrChange>(db, READ_POSTGRES, [workspaceId, resourceType, [...bitmaps.keys()], held])
-      : await readSqlite(db, workspaceId, resourceType, [...bitmaps.keys()], held);
+      : sqliteReader
+        ? await sqliteReader(workspaceId, resourceType, [...bitmaps.keys()], (tag, chunk, version) => heldWords.has(heldKey(tag, chunk, version)))
+        : await readSqlite(db, workspaceId, resourceType, [...bitmaps.keys()], held);
 
   const changes: BitmapOrChange[] = [];
   for (const row of rows) {
@@ -123,6 +117,7 @@ const READ_POSTGRES: PostgresStatement = {
       from record_tag_changes where workspace_id = $1 and resource_type = $2 and tag = any($3::text[])`,
 };
 
+/** SQLite inside a transaction (a search trigger's tick): the same read as one statement of its turn. */
 async function readSqlite(db: DbOrTx, workspaceId: string, resourceType: ResourceType, tags: string[], held: string[]): Promise<BitmapOrChange[]> {
   const tagList = sql.join(tags);
   const { rows } = await sql<BitmapOrChange>`
