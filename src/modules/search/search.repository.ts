@@ -18,6 +18,7 @@ import type { DbOrTx } from '../../storage/database.js';
 import { dialectOfDb } from '../../storage/dialect.js';
 import { intersect, type TagBitmap } from './tag-bitmap.js';
 import { MatchCache, matchInputs } from './match-cache.js';
+import { hitOf } from './hit-rows.js';
 import { EVERY_RECORD, loadTagBitmaps } from './tag-bitmap.repository.js';
 import { matchWindow, walkInStore, type OrderColumn } from './walk-in-store.js';
 import { sqliteWalkReader, type WalkAfter } from './walk-sqlite.js';
@@ -216,12 +217,7 @@ async function fetchMatchesInOrder(db: DbOrTx, workspaceId: string, matches: Mat
   return rows.map((row) => Number(row.seq));
 }
 
-/**
- * The hits at the given positions, in the given order, with their tags: one read, a row per
- * record, its tags gathered in tag order by the store. A row per (record, tag) instead, sorted by
- * tag, read 4 to 6 rows a record at the benchmark's million records and cost 0.65–0.75 ms a page
- * of 50 on SQLite against 0.41 (the tags' own index reads them in order, so nothing is sorted).
- */
+/** The hits at the given positions, in the given order, with their tags: one read, a row per record (hit-rows.ts). */
 async function hitsInOrder(db: DbOrTx, workspaceId: string, seqs: number[]): Promise<SearchHit[]> {
   if (seqs.length === 0) return [];
   // PostgreSQL answers an array, SQLite a JSON array as text.
@@ -235,11 +231,7 @@ async function hitsInOrder(db: DbOrTx, workspaceId: string, seqs: number[]): Pro
     .where('records.workspace_id', '=', workspaceId)
     .where(seqIn(db, seqs))
     .execute();
-  const bySeq = new Map<number, SearchHit>();
-  for (const row of rows) {
-    const tagList = typeof row.tags === 'string' ? (JSON.parse(row.tags) as string[]) : row.tags;
-    bySeq.set(Number(row.seq), { id: row.id, extId: row.ext_id, name: row.name, resourceType: row.resource_type, tags: tagList });
-  }
+  const bySeq = new Map(rows.map((row) => [Number(row.seq), hitOf(row)]));
   return seqs.map((seq) => bySeq.get(seq)).filter((hit) => hit !== undefined);
 }
 

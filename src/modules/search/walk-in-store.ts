@@ -3,7 +3,7 @@
  *
  * The match bitmap goes along as a `bytea` parameter (the chunks between the first and the last
  * match); the order index (which carries `seq`) is read in order, an entry kept when its bit is
- * set, until the page is full; then the page's records are joined with their tags. No walked
+ * set, until the page is full; then the page's records are read, each with its tags. No walked
  * position travels to the service.
  *
  * The audit row is a data-modifying CTE over the same page, so the ids it lists are exactly the
@@ -19,7 +19,7 @@
 import type { DbOrTx } from '../../storage/database.js';
 import { runPostgres, type PostgresStatement } from '../../storage/postgres-statement.js';
 import { CHUNK_BITS, CHUNK_BYTES, chunkBytes, type TagBitmap } from './tag-bitmap.js';
-import { hitsOf, type HitRow } from './hit-rows.js';
+import { hitOf, type HitRow } from './hit-rows.js';
 import type { AuditRowAroundIds } from './search-audit.js';
 import type { ResourceType, SearchHit } from './search.schemas.js';
 
@@ -78,13 +78,13 @@ export async function walkInStore(db: DbOrTx, query: WalkQuery, window: MatchWin
     );
   }
   const rows = await runPostgres<HitRow>(db, statementFor(query.column, query.direction, audit !== undefined), values);
-  return [...hitsOf(rows).values()];
+  return rows.map(hitOf);
 }
 
 const statements = new Map<string, PostgresStatement>();
 
 function statementFor(column: OrderColumn, direction: 'asc' | 'desc', audited: boolean): PostgresStatement {
-  const name = `carepath_search_walk_${column}_${direction}${audited ? '_audited' : ''}_v1`;
+  const name = `carepath_search_walk_${column}_${direction}${audited ? '_audited' : ''}_v2`;
   let statement = statements.get(name);
   if (!statement) {
     statement = { name, text: walkText(column, direction, audited) };
@@ -121,7 +121,8 @@ function walkText(column: OrderColumn, direction: 'asc' | 'desc', audited: boole
       order by ${order}
       limit $6::bigint offset $7::bigint
     )${audit}
-    select r.seq, r.id, r.ext_id, r.name, r.resource_type, t.tag
-    from page join records r on r.seq = page.seq left join record_tags t on t.record_id = r.id
-    order by page.n, t.tag`;
+    select r.seq, r.id, r.ext_id, r.name, r.resource_type,
+           array(select t.tag from record_tags t where t.record_id = r.id order by t.tag) as tags
+    from page join records r on r.seq = page.seq
+    order by page.n`;
 }
