@@ -16,6 +16,7 @@
 import { sql } from 'kysely';
 import type { DbOrTx } from '../../storage/database.js';
 import { dialectOfDb } from '../../storage/dialect.js';
+import { perStore } from '../../storage/per-store.js';
 import { intersect, type TagBitmap } from './tag-bitmap.js';
 import { MatchCache, matchInputs } from './match-cache.js';
 import { hitOf } from './hit-rows.js';
@@ -52,15 +53,8 @@ const ORDER_COLUMN = {
   extId: 'ext_id',
 } as const satisfies Record<SearchOrder, OrderColumn>;
 
-/** One match cache per store (transactions share their store's adapter object). */
-const matchCaches = new WeakMap<object, MatchCache>();
-
-function matchCacheOf(db: DbOrTx): MatchCache {
-  const adapter = db.getExecutor().adapter;
-  let cache = matchCaches.get(adapter);
-  if (!cache) matchCaches.set(adapter, (cache = new MatchCache()));
-  return cache;
-}
+/** One match cache per store. */
+const matchCacheOf = perStore(() => new MatchCache());
 
 /**
  * The matches of a search, as of one snapshot of the store. A search whose tags read exactly the

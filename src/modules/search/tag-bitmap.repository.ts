@@ -15,6 +15,7 @@ import { dialectOfDb } from '../../storage/dialect.js';
 import { runPostgres, type PostgresStatement } from '../../storage/postgres-statement.js';
 import { CHUNK_BITS, TagBitmap, decodeChunk, encodeChunk } from './tag-bitmap.js';
 import { ChunkCache } from './chunk-cache.js';
+import { perStore } from '../../storage/per-store.js';
 import { sqliteBitmapReader, type BitmapOrChange } from './bitmap-read-sqlite.js';
 
 /** The pseudo-tag every record of its type carries (not a valid slug, so no real tag collides). */
@@ -22,18 +23,8 @@ export const EVERY_RECORD = '*';
 
 type ResourceType = RecordTable['resource_type'];
 
-/** One chunk cache per store (transactions share their store's adapter object). */
-const caches = new WeakMap<object, ChunkCache>();
-
-function cacheOf(db: DbOrTx): ChunkCache {
-  const adapter = db.getExecutor().adapter;
-  let cache = caches.get(adapter);
-  if (!cache) {
-    cache = new ChunkCache();
-    caches.set(adapter, cache);
-  }
-  return cache;
-}
+/** One chunk cache per store. */
+const cacheOf = perStore(() => new ChunkCache());
 
 /**
  * The bitmap of each tag (and of `*` if asked) for one type in one workspace, as of now. The
