@@ -43,15 +43,7 @@ export async function loadTagBitmaps(
   // What this read holds, fixed before it asks: other reads may change the cache meanwhile.
   const heldWords = new Map<string, Uint32Array>();
   for (const [tag, chunks] of cached) for (const [chunk, { version, words }] of chunks) heldWords.set(heldKey(tag, chunk, version), words);
-  const held = [...heldWords.keys()];
-
-  const sqliteReader = sqliteBitmapReader(db);
-  const rows =
-    dialectOfDb(db) === 'postgres'
-      ? await runPostgres<BitmapOrChange>(db, READ_POSTGRES, [workspaceId, resourceType, [...bitmaps.keys()], held])
-      : sqliteReader
-        ? await sqliteReader(workspaceId, resourceType, [...bitmaps.keys()], (tag, chunk, version) => heldWords.has(heldKey(tag, chunk, version)))
-        : await readSqlite(db, workspaceId, resourceType, [...bitmaps.keys()], held);
+  const rows = await readChunksAndChanges(db, workspaceId, resourceType, [...bitmaps.keys()], heldWords);
 
   const changes: BitmapOrChange[] = [];
   for (const row of rows) {
@@ -107,6 +99,20 @@ const READ_POSTGRES: PostgresStatement = {
     select tag, null, null, null, seq, present, id
       from record_tag_changes where workspace_id = $1 and resource_type = $2 and tag = any($3::text[])`,
 };
+
+/** The stored chunks (bits only where `held` lacks their version) and the changes not folded yet, in one snapshot. */
+async function readChunksAndChanges(
+  db: DbOrTx,
+  workspaceId: string,
+  resourceType: ResourceType,
+  tags: string[],
+  held: Map<string, Uint32Array>,
+): Promise<BitmapOrChange[]> {
+  if (dialectOfDb(db) === 'postgres') return runPostgres<BitmapOrChange>(db, READ_POSTGRES, [workspaceId, resourceType, tags, [...held.keys()]]);
+  const reader = sqliteBitmapReader(db);
+  if (reader) return reader(workspaceId, resourceType, tags, (tag, chunk, version) => held.has(heldKey(tag, chunk, version)));
+  return readSqlite(db, workspaceId, resourceType, tags, [...held.keys()]);
+}
 
 /** SQLite inside a transaction (a search trigger's tick): the same read as one statement of its turn. */
 async function readSqlite(db: DbOrTx, workspaceId: string, resourceType: ResourceType, tags: string[], held: string[]): Promise<BitmapOrChange[]> {
