@@ -12,6 +12,13 @@ export type AuditAction =
   | 'run.pause'
   | 'run.resume'
   | 'search.execute'
+  // Set-up changes through the API (setup-audit.ts) and admin commands (cli/admin):
+  | `${'trigger' | 'query' | 'webhook'}.${'create' | 'update' | 'delete'}`
+  | 'workspace.create'
+  | 'key.create'
+  | 'key.revoke'
+  | 'blueprint.import'
+  | 'webhook.rotate_secret'
   | (string & {});
 
 export interface AuditInput {
