@@ -25,23 +25,17 @@
  */
 import type BetterSqlite3 from 'better-sqlite3';
 import type { Db } from '../storage/database.js';
+import { weakMemo } from '../lib/weak-memo.js';
 import type { RunStatus } from './run-status.js';
 import { guardOf, type StepWrite } from './step-write.js';
 
 type CommitPlainWrites = (writes: StepWrite[]) => Set<string>;
 
-const committers = new WeakMap<BetterSqlite3.Database, CommitPlainWrites>();
+const committerOf = weakMemo((connection: BetterSqlite3.Database) => plainWriteCommitter(connection));
 
 /** Answers the runs whose guard passed; every write must be plain (`isPlainWrite`). */
 export function commitPlainWritesOnSqlite(db: Db, connection: BetterSqlite3.Database, writes: StepWrite[]): Promise<Set<string>> {
-  return db.connection().execute(async () => {
-    let commit = committers.get(connection);
-    if (!commit) {
-      commit = plainWriteCommitter(connection);
-      committers.set(connection, commit);
-    }
-    return commit(writes);
-  });
+  return db.connection().execute(async () => committerOf(connection)(writes));
 }
 
 function plainWriteCommitter(connection: BetterSqlite3.Database): CommitPlainWrites {

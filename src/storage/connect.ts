@@ -3,7 +3,7 @@ import { Kysely } from 'kysely';
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import pg from 'pg';
-import type { Database, Db } from './database.js';
+import type { Database, Db, DbOrTx } from './database.js';
 import { withStatementCache } from './sqlite-statement-cache.js';
 import { SchemaScopedPostgresDialect } from './schema-scoped-dialect.js';
 import { FALLBACK_AUTOCHECKPOINT_PAGES, startCheckpointer } from './sqlite-checkpointer.js';
@@ -43,6 +43,21 @@ const postgresPools = new WeakMap<Db, pg.Pool>();
  */
 export function sqliteConnectionOf(db: Db): BetterSqlite3.Database | undefined {
   return sqliteConnections.get(db);
+}
+
+/** Synchronous work on a SQLite connection, run under Kysely's lock on it. */
+export type SqliteRunner = <T>(work: (connection: BetterSqlite3.Database) => T) => Promise<T>;
+
+/**
+ * Runs synchronous work on `db`'s SQLite connection inside `db.connection().execute(…)`, so no
+ * other caller's transaction is open around its statements; undefined on PostgreSQL, and inside a
+ * transaction, whose statements must run on that transaction's own turn (through Kysely).
+ */
+export function sqliteRunnerOf(db: DbOrTx): SqliteRunner | undefined {
+  if (db.isTransaction) return undefined;
+  const connection = sqliteConnections.get(db as Db);
+  if (!connection) return undefined;
+  return (work) => (db as Db).connection().execute(async () => work(connection));
 }
 
 /** The PostgreSQL pool of `db` (for named, server-side prepared statements). */

@@ -5,13 +5,9 @@
  * share them.
  */
 import type { Kysely } from 'kysely';
+import { weakMemo } from '../lib/weak-memo.js';
 
 export function perStore<T>(make: () => T): (db: Pick<Kysely<unknown>, 'getExecutor'>) => T {
-  const values = new WeakMap<object, T>();
-  return (db) => {
-    const adapter = db.getExecutor().adapter;
-    let value = values.get(adapter);
-    if (value === undefined) values.set(adapter, (value = make()));
-    return value;
-  };
+  const valueOf = weakMemo((_adapter: object) => make());
+  return (db) => valueOf(db.getExecutor().adapter);
 }

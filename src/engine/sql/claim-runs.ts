@@ -17,9 +17,10 @@
  * so another process committing meanwhile cannot make it fail).
  */
 import type BetterSqlite3 from 'better-sqlite3';
-import type { Db, DbOrTx } from '../../storage/database.js';
+import type { DbOrTx } from '../../storage/database.js';
 import type { Dialect } from '../../storage/connect.js';
-import { postgresPoolOf, sqliteConnectionOf } from '../../storage/connect.js';
+import { postgresPoolOf, sqliteRunnerOf } from '../../storage/connect.js';
+import { weakMemo } from '../../lib/weak-memo.js';
 import { numbered, runSql } from './prepared.js';
 
 export interface ClaimedRunRow {
@@ -44,8 +45,8 @@ export async function claimRuns(
   const params = [claim.owner, claim.leaseUntil, claim.now, claim.limit];
   const pool = dialect === 'postgres' ? postgresPoolOf(db) : undefined;
   if (pool) return (await pool.query<ClaimedRunRow>({ name: 'carepath_claim_runs_v1', text: CLAIM_POSTGRES_NUMBERED, values: params })).rows;
-  const connection = dialect === 'sqlite' && !db.isTransaction ? sqliteConnectionOf(db as Db) : undefined;
-  if (connection) return db.connection().execute(async () => claimStatementOf(connection).all(...params) as ClaimedRunRow[]);
+  const run = dialect === 'sqlite' ? sqliteRunnerOf(db) : undefined;
+  if (run) return run((connection) => claimStatementOf(connection).all(...params) as ClaimedRunRow[]);
   const result = await runSql<ClaimedRunRow>(db, dialect === 'postgres' ? CLAIM_POSTGRES : CLAIM_SQLITE, params);
   return result.rows;
 }
@@ -64,13 +65,4 @@ const CLAIM_SQLITE = claimText('');
 const CLAIM_POSTGRES = claimText(' for update skip locked');
 const CLAIM_POSTGRES_NUMBERED = numbered(CLAIM_POSTGRES);
 
-const sqliteClaims = new WeakMap<BetterSqlite3.Database, BetterSqlite3.Statement>();
-
-function claimStatementOf(connection: BetterSqlite3.Database): BetterSqlite3.Statement {
-  let statement = sqliteClaims.get(connection);
-  if (!statement) {
-    statement = connection.prepare(CLAIM_SQLITE);
-    sqliteClaims.set(connection, statement);
-  }
-  return statement;
-}
+const claimStatementOf = weakMemo((connection: BetterSqlite3.Database) => connection.prepare(CLAIM_SQLITE));

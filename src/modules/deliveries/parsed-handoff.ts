@@ -20,6 +20,7 @@
  */
 import type { DeliveryItems } from '../../ingestion/delivery-body.js';
 import type { DeliveryRow } from './delivery.repository.js';
+import { weakMemo } from '../../lib/weak-memo.js';
 
 /** The processor that deliveries stored in this process are claimed for at intake. */
 export interface IntakeClaimant {
@@ -140,14 +141,5 @@ export class ParsedHandoff {
   }
 }
 
-const byStore = new WeakMap<object, ParsedHandoff>();
-
 /** The handoff of one store handle (created on first use). */
-export function parsedHandoffFor(db: object): ParsedHandoff {
-  let handoff = byStore.get(db);
-  if (!handoff) {
-    handoff = new ParsedHandoff();
-    byStore.set(db, handoff);
-  }
-  return handoff;
-}
+export const parsedHandoffFor: (db: object) => ParsedHandoff = weakMemo(() => new ParsedHandoff());

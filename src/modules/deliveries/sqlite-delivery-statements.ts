@@ -16,6 +16,7 @@
 import type BetterSqlite3 from 'better-sqlite3';
 import type { Db, DeliveryTable } from '../../storage/database.js';
 import { sqliteConnectionOf } from '../../storage/connect.js';
+import { weakMemo } from '../../lib/weak-memo.js';
 
 export interface SqliteDeliveryStatements {
   insertDelivery: BetterSqlite3.Statement;
@@ -60,7 +61,7 @@ export const DELIVERY_COLUMNS = [
   'pending_wakes',
 ] as const satisfies readonly (keyof DeliveryTable)[];
 
-const prepared = new WeakMap<BetterSqlite3.Database, SqliteDeliveryStatements>();
+const preparedOn = weakMemo(prepare);
 
 /** Every column but the body, which lists and claims never need to carry around (claims return it only when asked). */
 export const COLUMNS_WITHOUT_BODY = DELIVERY_COLUMNS.filter(
@@ -124,11 +125,5 @@ function prepare(connection: BetterSqlite3.Database): SqliteDeliveryStatements {
 /** The statements of `db`'s SQLite connection; undefined on PostgreSQL. */
 export function sqliteDeliveryStatementsOf(db: Db): SqliteDeliveryStatements | undefined {
   const connection = sqliteConnectionOf(db);
-  if (!connection) return undefined;
-  let statements = prepared.get(connection);
-  if (!statements) {
-    statements = prepare(connection);
-    prepared.set(connection, statements);
-  }
-  return statements;
+  return connection ? preparedOn(connection) : undefined;
 }

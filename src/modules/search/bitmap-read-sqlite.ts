@@ -10,8 +10,9 @@
  * (none, in a steady state).
  */
 import type BetterSqlite3 from 'better-sqlite3';
-import type { Db, DbOrTx } from '../../storage/database.js';
-import { sqliteConnectionOf } from '../../storage/connect.js';
+import type { DbOrTx } from '../../storage/database.js';
+import { sqliteRunnerOf } from '../../storage/connect.js';
+import { weakMemo } from '../../lib/weak-memo.js';
 
 /** A stored chunk (bits null when the reader holds its version) or a change not folded yet. */
 export interface BitmapOrChange {
@@ -31,15 +32,10 @@ export type BitmapReader = (
   holds: (tag: string, chunk: number, version: number) => boolean,
 ) => Promise<BitmapOrChange[]>;
 
-interface Statements {
-  read: (workspaceId: string, resourceType: string, tags: string[], holds: Parameters<BitmapReader>[3]) => BitmapOrChange[];
-}
+type ReadInOneSnapshot = (workspaceId: string, resourceType: string, tags: string[], holds: Parameters<BitmapReader>[3]) => BitmapOrChange[];
 
-const prepared = new WeakMap<BetterSqlite3.Database, Statements>();
-
-function statementsOf(connection: BetterSqlite3.Database): Statements {
-  let statements = prepared.get(connection);
-  if (statements) return statements;
+/** Per connection, the read's statements prepared once and wrapped in one read transaction. */
+const readerOf = weakMemo((connection: BetterSqlite3.Database): ReadInOneSnapshot => {
   const versions = connection.prepare(
     `select tag, chunk, version from tag_bitmaps
      where workspace_id = ? and resource_type = ? and tag in (select value from json_each(?))`,
@@ -51,7 +47,7 @@ function statementsOf(connection: BetterSqlite3.Database): Statements {
     `select tag, seq, present, id from record_tag_changes
      where workspace_id = ? and resource_type = ? and tag in (select value from json_each(?))`,
   );
-  const read: Statements['read'] = (workspaceId, resourceType, tags, holds) => {
+  const read: ReadInOneSnapshot = (workspaceId, resourceType, tags, holds) => {
     const list = JSON.stringify(tags);
     const rows: BitmapOrChange[] = [];
     for (const stored of versions.all(workspaceId, resourceType, list) as { tag: string; chunk: number; version: number }[]) {
@@ -65,21 +61,15 @@ function statementsOf(connection: BetterSqlite3.Database): Statements {
     return rows;
   };
   // DEFERRED: a read takes no write lock; its snapshot starts at its first statement and holds to the end.
-  const inOneSnapshot = connection.transaction(read).deferred as Statements['read'];
-  statements = { read: inOneSnapshot };
-  prepared.set(connection, statements);
-  return statements;
-}
+  return connection.transaction(read).deferred as ReadInOneSnapshot;
+});
 
 /**
  * The reader on `db`, or undefined where the query builder must do it (PostgreSQL, or inside a
  * transaction, whose statements must run on its own connection turn).
  */
 export function sqliteBitmapReader(db: DbOrTx): BitmapReader | undefined {
-  if (db.isTransaction) return undefined;
-  const connection = sqliteConnectionOf(db as Db);
-  if (!connection) return undefined;
-  // Under Kysely's lock on the one connection, so no other caller's transaction is open around it.
-  return (workspaceId, resourceType, tags, holds) =>
-    (db as Db).connection().execute(async () => statementsOf(connection).read(workspaceId, resourceType, tags, holds));
+  const run = sqliteRunnerOf(db);
+  if (!run) return undefined;
+  return (workspaceId, resourceType, tags, holds) => run((connection) => readerOf(connection)(workspaceId, resourceType, tags, holds));
 }

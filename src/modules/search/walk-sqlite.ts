@@ -9,8 +9,9 @@
  * the same collation, the same keyset continuation.
  */
 import type BetterSqlite3 from 'better-sqlite3';
-import type { Db, DbOrTx } from '../../storage/database.js';
-import { sqliteConnectionOf } from '../../storage/connect.js';
+import type { DbOrTx } from '../../storage/database.js';
+import { sqliteRunnerOf } from '../../storage/connect.js';
+import { weakMemo } from '../../lib/weak-memo.js';
 import type { OrderColumn } from './walk-in-store.js';
 
 /** The sort key of the entry a batch continues after. */
@@ -21,7 +22,8 @@ export interface WalkAfter {
 
 export type WalkBatchReader = (after: WalkAfter | null, batch: number) => Promise<number[]>;
 
-const statements = new WeakMap<BetterSqlite3.Database, Map<string, BetterSqlite3.Statement>>();
+/** Per connection, the walk statements prepared so far, by text. */
+const statementsOf = weakMemo((_connection: BetterSqlite3.Database) => new Map<string, BetterSqlite3.Statement>());
 
 function walkSql(column: OrderColumn, direction: 'asc' | 'desc', continued: boolean): string {
   // `column` and `direction` come from closed sets (ORDER_COLUMN, the schema's enum), never from input text.
@@ -33,8 +35,7 @@ function walkSql(column: OrderColumn, direction: 'asc' | 'desc', continued: bool
 }
 
 function statementFor(connection: BetterSqlite3.Database, text: string): BetterSqlite3.Statement {
-  let byText = statements.get(connection);
-  if (!byText) statements.set(connection, (byText = new Map()));
+  const byText = statementsOf(connection);
   let statement = byText.get(text);
   if (!statement) byText.set(text, (statement = connection.prepare(text).pluck()));
   return statement;
@@ -51,12 +52,10 @@ export function sqliteWalkReader(
   column: OrderColumn,
   direction: 'asc' | 'desc',
 ): WalkBatchReader | undefined {
-  if (db.isTransaction) return undefined;
-  const connection = sqliteConnectionOf(db as Db);
-  if (!connection) return undefined;
-  // Under Kysely's lock on the one connection, so no other caller's transaction is open around it.
+  const run = sqliteRunnerOf(db);
+  if (!run) return undefined;
   return (after, batch) =>
-    (db as Db).connection().execute(async () => {
+    run((connection) => {
       const statement = statementFor(connection, walkSql(column, direction, after !== null));
       const seqs = after
         ? statement.all(workspaceId, resourceType, after.value, after.id, batch)
