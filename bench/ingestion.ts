@@ -4,7 +4,8 @@
  * 1. Ingestion: Synthea-shaped FHIR bundles of 30 and 300 resources (copied from the Synthea
  *    fixture when it is present, else synthesized alike) are signed and POSTed through the app
  *    (app.inject, 4 senders) while a delivery processor runs in the same process, as in
- *    `carepath serve` (one validator per process, warmed by the warm-up run). Figures:
+ *    `carepath serve` (bodies parsed, validated and digested on the container's delivery-reader
+ *    thread, its validation compiled ahead as the service does). Figures:
  *    resources/s from the first POST to the last delivery searchable, and the latency of the
  *    202. Baseline, same store, same run: a raw bulk insert of the same rows (search records,
  *    tags, resource states), one multi-row transaction per bundle. After a warm-up and a first
@@ -38,7 +39,7 @@ import { signPayload, verifySignature, SIGNATURE_HEADER } from '../src/ingestion
 import { parseDeliveryBody } from '../src/ingestion/delivery-body.js';
 import { checkItems } from '../src/ingestion/check-items.js';
 import { sha256Hex } from '../src/lib/json.js';
-import { parseJsonBody } from '../src/modules/deliveries/delivery-intake.js';
+import { parseJsonBody } from '../src/ingestion/delivery-digest.js';
 import { createFhirValidator } from '../src/ingestion/fhir-validate.js';
 import { recordFromResource, subjectReferenceOf } from '../src/ingestion/records.js';
 import { DeliveryProcessor } from '../src/modules/deliveries/delivery-processor.js';
@@ -143,7 +144,7 @@ async function seedWorkspace(container: Container, name: string) {
   return { tenantId, workspaceId, key };
 }
 
-async function ingest(container: Container, app: Api, bundles: Resource[][], validator = createFhirValidator()) {
+async function ingest(container: Container, app: Api, bundles: Resource[][]) {
   const { tenantId, workspaceId } = await seedWorkspace(container, `ingest-${uuidv7()}`);
   const endpoint = await createWebhook(
     { db: container.db, box: createSecretBox(container.config.secretKey), publicUrl: container.config.publicUrl },
@@ -151,12 +152,7 @@ async function ingest(container: Container, app: Api, bundles: Resource[][], val
     { name: 'bench feed' },
     new Date(),
   );
-  // Compile the validators of the types in play first: a one-off cost of a process's first bundle.
-  for (const type of new Set(bundles.flat().map((r) => r.resourceType))) validator.validate({ resourceType: type });
-  const processor = new DeliveryProcessor(
-    processorDependencies(container, validator),
-    { pollMs: 20, batch: 8 },
-  );
+  const processor = new DeliveryProcessor(processorDependencies(container), { pollMs: 20, batch: 8 });
 
   // Signed before the clock starts: signing is the sender's work, on the sender's machine.
   const bodies = bundles.map((bundle) => JSON.stringify(toBundle(bundle)));
@@ -274,16 +270,15 @@ async function ingestionSuite(reporter: Reporter): Promise<void> {
         storeOptions: store.schema ? { schema: store.schema } : {},
       });
       const app = await buildApp(container);
-      // One validator for the warm-up and the measured runs, as a serving process has one: the
-      // warm-up then warms the generated validators too, not only their compilation.
-      const validator = createFhirValidator();
+      // The reader's thread compiles its validation ahead, as the processor service has it do.
+      await container.deliveryReader.warm();
       // Both paths warmed up first (JIT, statement cache, validators), each on its own workspace.
       // A first measured-size round is reported apart: the code keeps getting faster for several
       // thousand resources (main-thread CPU per resource fell by about a third from the first
       // round to the fourth in one process), and a serving process ingests all day.
-      await ingest(container, app, makeBundles(size, 10, 'wi'), validator);
+      await ingest(container, app, makeBundles(size, 10, 'wi'));
       await rawInsert(container, makeBundles(size, 10, 'wr'));
-      const first = await ingest(container, app, makeBundles(size, count, 'c'), validator);
+      const first = await ingest(container, app, makeBundles(size, count, 'c'));
       await rawInsert(container, makeBundles(size, count, 'cr'));
       // Rounds alternate raw insert and ingestion; each ingestion round is divided by the mean of
       // the raw rounds either side of it (the machine's speed drifts within a minute), and the
@@ -292,9 +287,12 @@ async function ingestionSuite(reporter: Reporter): Promise<void> {
       const { ratios, result, baseline: raw } = await alternatingRounds(
         INGEST_ROUNDS,
         () => rawInsert(container, makeBundles(size, count, `r${n++}`)),
-        () => ingest(container, app, makeBundles(size, count, `i${n++}`), validator),
+        () => ingest(container, app, makeBundles(size, count, `i${n++}`)),
         (round) => round.perSecond,
       );
+      // The floor is measured on this thread with a validator of its own, compiled first.
+      const validator = createFhirValidator();
+      validator.warm();
       const floor = mandatoryCpuPerResource(makeBundles(size, count, 'f'), validator);
       const label = `${kind}, ${count} bundles of ${size}`;
       reporter.figure(`ingestion, ${label}, first round after a 10-bundle warm-up`, first.perSecond, 'resources/s');

@@ -14,6 +14,7 @@ import { WorkSignals } from './lib/work-signals.js';
 import { RunCreator } from './engine/run-creator.js';
 import { KeyResolver } from './auth/key.repository.js';
 import { TriggerForFireResolver } from './modules/triggers/trigger.repository.js';
+import { ThreadDeliveryReader, type DeliveryReader } from './modules/deliveries/delivery-reader.js';
 
 export interface Container {
   config: Config;
@@ -31,6 +32,8 @@ export interface Container {
   keys: KeyResolver;
   /** Triggers and their blueprints for fires (coalesced reads, never cached). */
   triggersForFire: TriggerForFireResolver;
+  /** Delivery bodies parsed, checked and digested on a thread of their own (started on first use). */
+  deliveryReader: DeliveryReader;
   close(): Promise<void>;
 }
 
@@ -82,6 +85,9 @@ export async function createContainer(config: Config, options: ContainerOptions 
     dialect: store.dialect,
     concurrency: store.dialect === 'postgres' ? 4 : 1,
   });
+  const deliveryReader = new ThreadDeliveryReader((error) =>
+    logger.error({ component: 'delivery-reader', err: { type: (error as Error)?.name } }, 'delivery reader thread lost; its bodies are read on the serving thread'),
+  );
   return {
     config,
     store,
@@ -94,9 +100,11 @@ export async function createContainer(config: Config, options: ContainerOptions 
     runCreator,
     keys: new KeyResolver(store.db),
     triggersForFire: new TriggerForFireResolver(store.db),
+    deliveryReader,
     async close() {
       await keyUsage.flush();
       await runCreator.close();
+      await deliveryReader.close();
       await store.close();
     },
   };

@@ -8,9 +8,9 @@
  * that creates and then updates an Encounter raises `created` then `updated`, and a status event
  * fires only when the status differs from the one before (a repeated update raises none).
  */
-import type { DeliveryItem, FhirResource } from './delivery-body.js';
+import type { DigestItem } from './delivery-digest.js';
 import { eventsFor } from './events.js';
-import { recordFromResource, subjectReferenceOf, type PlainRecord, type RecordType } from './records.js';
+import type { PlainRecord, RecordType } from './records.js';
 
 /** What the service remembers of a resource between deliveries. */
 export interface ResourceState {
@@ -25,8 +25,8 @@ export interface RaisedEvent {
   /** position of the item in the delivery */
   index: number;
   event: string;
-  /** the resource as delivered; for a deletion only `{resourceType, id}` */
-  resource: FhirResource;
+  /** the resource as delivered, as JSON text; for a deletion only `{resourceType, id}` */
+  resourceJson: string;
   /** the Patient id the resource belongs to (the run's subject), or null */
   patientId: string | null;
 }
@@ -61,32 +61,22 @@ export function splitKey(key: string): [string, string] {
 }
 
 const isRecordType = (type: string): type is RecordType => type === 'Patient' || type === 'Practitioner';
-const MAX_STATUS_LENGTH = 64;
-
-function statusOf(resource: FhirResource): string | null {
-  const { status } = resource;
-  return typeof status === 'string' && status.length <= MAX_STATUS_LENGTH ? status : null;
-}
 
 /** The state keys a delivery's items touch, for reading their stored states first. */
-export function touchedStateKeys(items: readonly DeliveryItem[]): Set<string> {
+export function touchedStateKeys(items: readonly DigestItem[]): Set<string> {
   const keys = new Set<string>();
   for (const item of items) {
-    if (item.kind === 'resource') keys.add(stateKey(item.resource.resourceType, item.resource.id));
+    if (item.kind === 'resource') keys.add(stateKey(item.resourceType, item.id));
     else keys.add(stateKey(item.record.resourceType, item.record.extId));
   }
   return keys;
 }
 
 /**
- * Walks the (already validated) items over the stored states. `stored` holds the states of the
- * touched keys that exist; `byFullUrl` resolves `urn:uuid:` references inside a bundle.
+ * Walks the digested (already validated) items over the stored states. `stored` holds the
+ * states of the touched keys that exist.
  */
-export function changesOf(
-  items: readonly DeliveryItem[],
-  stored: ReadonlyMap<string, ResourceState>,
-  byFullUrl: ReadonlyMap<string, FhirResource>,
-): DeliveryChanges {
+export function changesOf(items: readonly DigestItem[], stored: ReadonlyMap<string, ResourceState>): DeliveryChanges {
   const states = new Map<string, ResourceState | null>();
   const records = new Map<string, RecordChange | null>();
   const events: RaisedEvent[] = [];
@@ -105,30 +95,29 @@ export function changesOf(
       continue;
     }
 
-    const { resource } = item;
-    const type = resource.resourceType;
-    const key = stateKey(type, resource.id);
+    const type = item.resourceType;
+    const key = stateKey(type, item.id);
     const before = current(key);
+    const raised = { resourceType: type, status: item.status };
 
     if (item.deleted) {
       // A deleted Patient's record leaves search with it, so its own event has no subject.
       const patientId = type === 'Patient' ? null : before?.patientId ?? null;
       if (patientId !== null) formerPatients.add(patientId);
-      for (const event of eventsFor(resource, { existed: before !== null, previousStatus: before?.status, deleted: true })) {
-        events.push({ index: item.index, event, resource, patientId });
+      for (const event of eventsFor(raised, { existed: before !== null, previousStatus: before?.status, deleted: true })) {
+        events.push({ index: item.index, event, resourceJson: item.json, patientId });
       }
       states.set(key, null);
-      if (isRecordType(type)) records.set(recordKey(type, resource.id), null);
+      if (isRecordType(type)) records.set(recordKey(type, item.id), null);
       continue;
     }
 
-    const patientId = subjectReferenceOf(resource, byFullUrl);
+    const { patientId, record } = item;
     if (patientId !== null) referencedPatients.add(patientId);
-    const record = recordFromResource(resource);
-    for (const event of eventsFor(resource, { existed: before !== null, previousStatus: before?.status, deleted: false })) {
-      events.push({ index: item.index, event, resource, patientId });
+    for (const event of eventsFor(raised, { existed: before !== null, previousStatus: before?.status, deleted: false })) {
+      events.push({ index: item.index, event, resourceJson: item.json, patientId });
     }
-    states.set(key, { status: statusOf(resource), patientId, sourceTags: record ? record.tags : null });
+    states.set(key, { status: item.status, patientId, sourceTags: record ? record.tags : null });
     if (record) records.set(recordKey(record.resourceType, record.extId), { record, previousSourceTags: storedTags(key) });
   }
   return { events, states, records, referencedPatients, formerPatients };

@@ -83,10 +83,7 @@ export function validator(): FhirValidator {
 
 export function processorFor(env: TestEnv, options: DeliveryProcessorOptions = {}): DeliveryProcessor {
   const c = env.container;
-  return new DeliveryProcessor(
-    { ...workerBasics(c), validator: validator() },
-    options,
-  );
+  return new DeliveryProcessor({ ...workerBasics(c), reader: c.deliveryReader }, options);
 }
 
 export function schedulerFor(container: Container): Scheduler {

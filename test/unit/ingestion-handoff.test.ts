@@ -1,14 +1,21 @@
 import { describe, expect, it } from 'vitest';
 import { ParsedHandoff, parsedHandoffFor } from '../../src/modules/deliveries/parsed-handoff.js';
-import type { DeliveryItems } from '../../src/ingestion/delivery-body.js';
+import type { DeliveryDigest } from '../../src/ingestion/delivery-digest.js';
 import type { DeliveryRow } from '../../src/modules/deliveries/delivery.repository.js';
 
-const parsed = (id: string): DeliveryItems => ({
-  items: [{ kind: 'resource', resource: { resourceType: 'Patient', id }, deleted: false, index: 0 }],
-  problems: [],
-});
+/** One digest (on its way from the reader) per delivery id: the handoff passes it on as it is. */
+const digests = new Map<string, Promise<DeliveryDigest>>();
+const parsed = (id: string): Promise<DeliveryDigest> => {
+  let digest = digests.get(id);
+  if (!digest) {
+    const facts = { kind: 'resource', index: 0, resourceType: 'Patient', id, deleted: false, status: null, patientId: id, record: null, json: '{}' } as const;
+    digest = Promise.resolve({ items: [facts], problems: [] });
+    digests.set(id, digest);
+  }
+  return digest;
+};
 
-describe('parsed bodies handed from the intake to a processor in the same process', () => {
+describe('digests of read bodies handed from the intake to a processor in the same process', () => {
   it('keeps nothing while no processor runs here (an API-only process)', () => {
     const handoff = new ParsedHandoff(1000);
     handoff.offer('d1', parsed('a'), 10);
@@ -16,13 +23,13 @@ describe('parsed bodies handed from the intake to a processor in the same proces
     expect(handoff.take('d1')).toBeUndefined();
   });
 
-  it('hands each parse over once, and forgets all when the last processor stops', () => {
+  it('hands each digest over once, and forgets all when the last processor stops', () => {
     const handoff = new ParsedHandoff(1000);
     handoff.attach();
     handoff.attach();
     handoff.offer('d1', parsed('a'), 10);
     handoff.offer('d2', parsed('b'), 10);
-    expect(handoff.take('d1')).toEqual(parsed('a'));
+    expect(handoff.take('d1')).toBe(parsed('a'));
     expect(handoff.take('d1')).toBeUndefined();
     handoff.detach();
     expect(handoff.has('d2')).toBe(true);
@@ -55,13 +62,13 @@ describe('parsed bodies handed from the intake to a processor in the same proces
     const row = (id: string) => ({ id, lease_owner: 'p1', body: '{"big": true}' }) as unknown as DeliveryRow;
     handoff.offerClaimed(row('d1'), parsed('a'), 40);
     handoff.offerClaimed(row('d2'), parsed('b'), 40);
-    // The parse of d1 made room for d2's; the claimed row stays (its body is read from the store).
+    // The digest of d1 made room for d2's; the claimed row stays (its body is read from the store).
     expect([handoff.has('d1'), handoff.has('d2')]).toEqual([false, true]);
     expect(handoff.takeClaimed('other', 10)).toEqual([]);
     const [first] = handoff.takeClaimed('p1', 1);
     expect(first).toMatchObject({ id: 'd1', body: null });
     expect(handoff.claimedFor('p1')).toEqual(['d2']);
-    expect(handoff.take('d2')).toEqual(parsed('b'));
+    expect(handoff.take('d2')).toBe(parsed('b'));
     handoff.detach(claimant);
     expect(handoff.claimant).toBeUndefined();
     expect(handoff.claimedFor('p1')).toEqual([]);

@@ -87,7 +87,7 @@ export async function registerDeliveryRoutes(app: Api, container: Container): Pr
           now,
         );
         if (!endpoint.active) throw new ApiError('webhook_inactive', 'this webhook endpoint is inactive; activate it to receive deliveries');
-        const result = await receiveDelivery(container.db, endpoint, {
+        const result = await receiveDelivery(container.db, container.deliveryReader, endpoint, {
           rawBody,
           idempotencyKey: request.headers['idempotency-key'],
           requestId: request.id,

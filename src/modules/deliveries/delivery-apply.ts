@@ -6,24 +6,22 @@
  * once their leases run out; after the commit the planned runs are created
  * (events/planned-runs.ts) and the wakes handed to the engine (event-wake.ts).
  *
- * The CPU work (JSON, FHIR validation) is done before the transaction opens, so the store's
- * write lock is held only for the writes.
+ * The CPU work (JSON, FHIR validation: the digest, delivery-reader.ts) is done before the
+ * transaction opens, so the store's write lock is held only for the writes.
  */
 import type { Transaction } from 'kysely';
 import type { Database, Db } from '../../storage/database.js';
 import type { Dialect } from '../../storage/connect.js';
-import type { FhirValidator } from '../../ingestion/fhir-validate.js';
-import { parseDeliveryBody, resourcesByFullUrl, type DeliveryItems, type FhirResource } from '../../ingestion/delivery-body.js';
-import { checkItems } from '../../ingestion/check-items.js';
+import type { DeliveryDigest } from '../../ingestion/delivery-digest.js';
 import { changesOf, touchedStateKeys, type DeliveryChanges, type RaisedEvent } from '../../ingestion/resource-changes.js';
 import { findActiveEventTriggers, planEventRuns, type EventOccurrence, type EventTrigger } from '../events/event-runs.js';
-import { holdLeases, markProcessed, markProcessedSqlite, type DeliveryRow, type ProcessedOutcome } from './delivery.repository.js';
+import { holdLeases, holdLeasesSqlite, markProcessed, markProcessedSqlite, type DeliveryRow, type ProcessedOutcome } from './delivery.repository.js';
 import { readResourceStates, writeResourceStates } from './resource-state.repository.js';
 import { readResourceStatesSqlite, writeResourceStatesSqlite } from './resource-state-sqlite.js';
 import { applyRecordChanges, kyselyRecordStore } from './record-upsert.js';
 import { sqliteRecordStore } from './record-store-sqlite.js';
 import { sqliteDeliveryStatementsOf, type SqliteDeliveryStatements } from './sqlite-delivery-statements.js';
-import { subjectsOf, subjectsThatMayWait, wakesFor, type PendingWake } from './event-wake.js';
+import { subjectsOf, subjectsThatMayWait, subjectsThatMayWaitSqlite, wakesFor, type PendingWake } from './event-wake.js';
 
 /** Problems kept on the delivery for its listing; the count covers all of them. */
 const MAX_LISTED_PROBLEMS = 1000;
@@ -33,7 +31,6 @@ export type ClaimedDelivery = DeliveryRow;
 export interface ApplyDeps {
   db: Db;
   dialect: Dialect;
-  validator: FhirValidator;
 }
 
 export type ApplyResult =
@@ -55,29 +52,10 @@ function eventCounts(events: readonly RaisedEvent[]): { event: string; count: nu
   return [...counts].sort(([a], [b]) => (a < b ? -1 : 1)).map(([event, count]) => ({ event, count }));
 }
 
-/** A stored body as items: what the intake's parse gave, for a processor that was not handed it. */
-export function parseStoredBody(body: string): DeliveryItems {
-  try {
-    // Plain JSON.parse: the body passed secure-json-parse when it was received (no __proto__ or
-    // constructor.prototype keys), and its scan would cost a second pass over megabytes.
-    return parseDeliveryBody(JSON.parse(body));
-  } catch {
-    // It passed the same checks when it was received; only a damaged row gets here.
-    throw new UnreadableDeliveryError('the stored delivery body is no longer an accepted shape');
-  }
-}
-
-/** A claimed delivery with its CPU work done: items checked against the FHIR schema, references indexed. */
+/** A claimed delivery with its CPU work done: its body digested (items checked against the FHIR schema). */
 export interface PreparedDelivery {
   delivery: ClaimedDelivery;
-  checked: DeliveryItems;
-  byFullUrl: Map<string, FhirResource>;
-}
-
-/** `parsed`: the delivery's body as items (handed over by the intake, or `parseStoredBody`); never modified. */
-export function prepareDelivery(validator: FhirValidator, delivery: ClaimedDelivery, parsed: DeliveryItems): PreparedDelivery {
-  const checked = checkItems(parsed, validator);
-  return { delivery, checked, byFullUrl: resourcesByFullUrl(checked.items) };
+  digest: DeliveryDigest;
 }
 
 /** Applies one delivery in its own transaction. */
@@ -113,7 +91,9 @@ export async function applyDeliveries(
   // SQLite: the per-delivery statements run prepared, on the connection this transaction holds.
   const hot = deps.dialect === 'sqlite' ? sqliteDeliveryStatementsOf(deps.db) : undefined;
   return deps.db.transaction().execute(async (tx) => {
-    const held = await holdLeases(tx, group.map((p) => p.delivery.id), owner, new Date(now.getTime() + leaseMs).toISOString());
+    const ids = group.map((p) => p.delivery.id);
+    const until = new Date(now.getTime() + leaseMs).toISOString();
+    const held = hot ? holdLeasesSqlite(hot, ids, owner, until) : await holdLeases(tx, ids, owner, until);
     // Another processor took over the ones not held (this one was too slow): it does their work.
     const mine = group.filter((p) => held.has(p.delivery.id));
     const written: Written[] = [];
@@ -123,8 +103,15 @@ export async function applyDeliveries(
     const mayWait = new Map<string, Set<string>>();
     for (const [workspaceId, members] of byWorkspace(written)) {
       const occurrences = members.flatMap((w) => w.occurrences);
-      triggers.set(workspaceId, occurrences.length === 0 ? [] : await findActiveEventTriggers(tx, workspaceId, occurrences.map((o) => o.event)));
-      mayWait.set(workspaceId, await subjectsThatMayWait(tx, workspaceId, subjectsOf(occurrences)));
+      const events = [...new Set(occurrences.map((o) => o.event))];
+      const subjects = subjectsOf(occurrences);
+      if (hot) {
+        triggers.set(workspaceId, events.length === 0 ? [] : activeEventTriggersSqlite(hot, workspaceId, events));
+        mayWait.set(workspaceId, subjectsThatMayWaitSqlite(hot, workspaceId, subjects));
+      } else {
+        triggers.set(workspaceId, events.length === 0 ? [] : await findActiveEventTriggers(tx, workspaceId, events));
+        mayWait.set(workspaceId, await subjectsThatMayWait(tx, workspaceId, subjects));
+      }
     }
 
     const results = new Map<string, ApplyResult>();
@@ -150,18 +137,18 @@ async function writeRecordsAndStates(
   prepared: PreparedDelivery,
   at: string,
 ): Promise<Written> {
-  const { delivery, checked, byFullUrl } = prepared;
+  const { delivery, digest } = prepared;
   const workspaceId = delivery.workspace_id;
-  const keys = touchedStateKeys(checked.items);
+  const keys = touchedStateKeys(digest.items);
   const stored = hot ? readResourceStatesSqlite(hot, workspaceId, keys) : await readResourceStates(tx, dialect, workspaceId, keys);
-  const changes = changesOf(checked.items, stored, byFullUrl);
+  const changes = changesOf(digest.items, stored);
   const records = hot ? sqliteRecordStore(hot, workspaceId) : kyselyRecordStore(tx, workspaceId);
   const patients = await applyRecordChanges(records, changes.records, changes.referencedPatients, changes.formerPatients, at);
   if (hot) writeResourceStatesSqlite(hot, workspaceId, changes.states, delivery.id, at);
   else await writeResourceStates(tx, dialect, workspaceId, changes.states, delivery.id, at);
   const occurrences: EventOccurrence[] = changes.events.map((raised) => ({
     event: raised.event,
-    resource: raised.resource,
+    resourceJson: raised.resourceJson,
     subjectRecordId: raised.patientId === null ? null : patients.get(raised.patientId) ?? null,
   }));
   return { prepared, changes, occurrences };
@@ -172,7 +159,7 @@ async function finishDelivery(
   tx: Transaction<Database>,
   dialect: Dialect,
   hot: SqliteDeliveryStatements | undefined,
-  { prepared: { delivery, checked }, changes, occurrences }: Written,
+  { prepared: { delivery, digest }, changes, occurrences }: Written,
   triggers: readonly EventTrigger[],
   mayWait: ReadonlySet<string>,
   owner: string,
@@ -200,8 +187,8 @@ async function finishDelivery(
   );
   const wakes = wakesFor(occurrences, mayWait, delivery.id);
   const outcome: ProcessedOutcome = {
-    problems: checked.problems.slice(0, MAX_LISTED_PROBLEMS),
-    problemCount: checked.problems.length,
+    problems: digest.problems.slice(0, MAX_LISTED_PROBLEMS),
+    problemCount: digest.problems.length,
     events: eventCounts(changes.events),
     runsStarted: planned.length,
     pendingWakes: wakes.length === 0 ? null : JSON.stringify(wakes),
@@ -213,6 +200,11 @@ async function finishDelivery(
     throw new Error('the delivery changed state while it was being processed');
   }
   return { kind: 'processed', plannedRunIds: planned.map((row) => row.id), wakes, outcome };
+}
+
+/** `findActiveEventTriggers` (events/event-runs.ts) on SQLite through its prepared statement. */
+function activeEventTriggersSqlite(s: SqliteDeliveryStatements, workspaceId: string, events: readonly string[]): EventTrigger[] {
+  return s.eventTriggers.all(workspaceId, JSON.stringify(events)) as EventTrigger[];
 }
 
 function byWorkspace(written: readonly Written[]): Map<string, Written[]> {

@@ -6,16 +6,15 @@
  * Idempotency per endpoint, over the raw bytes: the same Idempotency-Key with the same body
  * answers the first 202 again and stores nothing; with another body it is 409.
  */
-import secureJson from 'secure-json-parse';
 import type { Db } from '../../storage/database.js';
 import { ApiError, invalidRequest } from '../../lib/errors.js';
 import { uuidv7 } from '../../lib/ids.js';
 import { sha256Hex } from '../../lib/json.js';
-import { parseDeliveryBody } from '../../ingestion/delivery-body.js';
 import { findDeliveryByKey, insertDelivery, insertDeliverySqlite, type DeliveryRow } from './delivery.repository.js';
 import { sqliteDeliveryStatementsOf } from './sqlite-delivery-statements.js';
 import { parsedHandoffFor } from './parsed-handoff.js';
 import type { DeliveryEndpoint } from './delivery-endpoint.js';
+import type { DeliveryReader } from './delivery-reader.js';
 
 const IDEMPOTENCY_KEY = /^[\x20-\x7e]{1,255}$/;
 
@@ -44,16 +43,6 @@ function idempotencyKeyOf(header: IntakeInput['idempotencyKey']): string | null 
   return header;
 }
 
-/** The body as JSON; `__proto__` and `constructor.prototype` keys are refused, never merged. */
-export function parseJsonBody(text: string): unknown {
-  if (text.trim() === '') throw invalidRequest('delivery body is empty; send a JSON object');
-  try {
-    return secureJson.parse(text, undefined, { protoAction: 'error', constructorAction: 'error' });
-  } catch {
-    throw invalidRequest('delivery body is not valid JSON (or holds a __proto__ or constructor.prototype key)');
-  }
-}
-
 function replayOf(
   stored: { id: string; body_sha256: string; accepted: number },
   bodySha256: string,
@@ -79,27 +68,32 @@ async function storeDelivery(db: Db, row: DeliveryRow): Promise<boolean> {
   return db.connection().execute(async () => insertDeliverySqlite(hot, row));
 }
 
-export async function receiveDelivery(db: Db, endpoint: DeliveryEndpoint, input: IntakeInput): Promise<IntakeResult> {
+export async function receiveDelivery(db: Db, reader: DeliveryReader, endpoint: DeliveryEndpoint, input: IntakeInput): Promise<IntakeResult> {
   const key = idempotencyKeyOf(input.idempotencyKey);
-  const bodySha256 = sha256Hex(input.rawBody);
+  // A processor in this process: the delivery is stored already claimed for it, and takes the
+  // read's digest from memory (parsed-handoff.ts); without one, only the shape is wanted here.
+  const handoff = parsedHandoffFor(db);
+  const claimant = handoff.claimant;
+  const handingOver = handoff.active;
   const text = input.rawBody.toString('utf8');
-  let parsed;
+  // Parsed and checked on the reader's thread while this one hashes the bytes. The text goes
+  // over, not the bytes: this thread decodes it anyway (it is what is stored), and a string
+  // crosses to a thread as a plain copy.
+  const read = reader.read(text, { digest: handingOver });
+  const bodySha256 = sha256Hex(input.rawBody);
+  let accepted: number;
   try {
-    // Shape only: resources are checked against the FHIR schema while processing, so a large
-    // bundle is answered quickly and one bad entry does not refuse the rest.
-    parsed = parseDeliveryBody(parseJsonBody(text));
+    // The 202 waits for the shape only: resources are checked against the FHIR schema after it
+    // (the digest), so a large bundle is answered quickly and one bad entry does not refuse the rest.
+    accepted = await read.shaped;
   } catch (error) {
     // A replay is answered from what was stored, whatever this body is; a new key's bad body is 400.
     const stored = key === null ? undefined : await findDeliveryByKey(db, endpoint.id, key);
     if (stored) return replayOf(stored, bodySha256, key!);
     throw error;
   }
-  const { items } = parsed;
   const at = input.now.toISOString();
   const deliveryId = uuidv7(input.now.getTime());
-  // A processor in this process: the delivery is stored already claimed for it (parsed-handoff.ts).
-  const handoff = parsedHandoffFor(db);
-  const claimant = handoff.claimant;
   const row: DeliveryRow = {
     id: deliveryId,
     tenant_id: endpoint.tenantId,
@@ -109,7 +103,7 @@ export async function receiveDelivery(db: Db, endpoint: DeliveryEndpoint, input:
     idempotency_key: key,
     body_sha256: bodySha256,
     body: text,
-    accepted: items.length,
+    accepted,
     status: claimant ? 'processing' : 'received',
     attempts: claimant ? 1 : 0,
     lease_owner: claimant ? claimant.owner : null,
@@ -125,10 +119,10 @@ export async function receiveDelivery(db: Db, endpoint: DeliveryEndpoint, input:
   };
   const stored = await storeDelivery(db, row);
   if (stored) {
-    // Stored (committed): a processor in this process may now use this parse instead of the bytes.
-    if (claimant) handoff.offerClaimed(row, parsed, input.rawBody.length);
-    else handoff.offer(deliveryId, parsed, input.rawBody.length);
-    return { deliveryId, accepted: items.length, idempotencyKey: key, replayed: false };
+    // Stored (committed): a processor in this process may now use this read instead of the bytes.
+    if (claimant) handoff.offerClaimed(row, read.digest(), input.rawBody.length);
+    else if (handingOver) handoff.offer(deliveryId, read.digest(), input.rawBody.length);
+    return { deliveryId, accepted, idempotencyKey: key, replayed: false };
   }
 
   // The key was used before (a replay), or a concurrent request with it won the insert.

@@ -1,17 +1,15 @@
 /**
  * The delivery processor as a background service of `carepath serve` and `carepath worker`
- * (src/background.ts). Each process compiles its own FHIR validator, and does the expensive part
- * of it (about 3 s of synchronous CPU) when the service starts: compiled lazily, it stalled
- * every request in flight at the process's first delivery instead.
+ * (src/background.ts). The process's delivery reader compiles its FHIR validation (about 3 s of
+ * CPU, on the reader's thread) when the service starts rather than at the first delivery.
  */
 import type { BackgroundService } from '../../background.js';
 import { workerBasics, type Container } from '../../container.js';
-import { createFhirValidator, type FhirValidator } from '../../ingestion/fhir-validate.js';
-import { DeliveryProcessor, type DeliveryProcessorOptions } from './delivery-processor.js';
+import { DeliveryProcessor, type DeliveryProcessorDeps, type DeliveryProcessorOptions } from './delivery-processor.js';
 
-/** What a delivery processor needs from the container, plus the validator it owns. */
-export function processorDependencies(container: Container, validator: FhirValidator) {
-  return { ...workerBasics(container), validator };
+/** What a delivery processor needs from the container. */
+export function processorDependencies(container: Container): DeliveryProcessorDeps {
+  return { ...workerBasics(container), reader: container.deliveryReader };
 }
 
 export function deliveryProcessorService(options: DeliveryProcessorOptions & { warmValidator?: boolean } = {}): BackgroundService {
@@ -19,12 +17,13 @@ export function deliveryProcessorService(options: DeliveryProcessorOptions & { w
   return {
     name: 'delivery-processor',
     async start(container) {
-      const validator = createFhirValidator();
       if (warmValidator) {
-        const ms = validator.warm();
-        container.logger.info({ component: 'delivery-processor', ms: Math.round(ms) }, 'FHIR R4 validation compiled');
+        // Not awaited: the thread compiles while this one serves (bodies wait behind it, requests do not).
+        void container.deliveryReader
+          .warm()
+          .then((ms) => container.logger.info({ component: 'delivery-processor', ms: Math.round(ms) }, 'FHIR R4 validation compiled'));
       }
-      const processor = new DeliveryProcessor(processorDependencies(container, validator), processorOptions);
+      const processor = new DeliveryProcessor(processorDependencies(container), processorOptions);
       processor.start();
       return { stop: () => processor.stop() };
     },

@@ -15,14 +15,13 @@ import { hostname } from 'node:os';
 import { performance } from 'node:perf_hooks';
 import type { WorkerBasics } from '../../container.js';
 import { uuidv4 } from '../../lib/ids.js';
-import type { FhirValidator } from '../../ingestion/fhir-validate.js';
+import { ApiError } from '../../lib/errors.js';
+import type { DeliveryDigest } from '../../ingestion/delivery-digest.js';
 import { createPlannedRuns, sweepPlannedRuns, DEFAULT_PLAN_LEASE_MS, type RunStarterDeps } from '../events/planned-runs.js';
 import { claimDeliveries, markFailed, readDeliveryBodies, releaseDeliveries } from './delivery.repository.js';
 import {
   applyDeliveries,
   applyDelivery,
-  parseStoredBody,
-  prepareDelivery,
   UnreadableDeliveryError,
   type ApplyResult,
   type ClaimedDelivery,
@@ -30,9 +29,11 @@ import {
 } from './delivery-apply.js';
 import { parsedHandoffFor, type IntakeClaimant, type ParsedHandoff } from './parsed-handoff.js';
 import { deliverWakes, sweepPendingWakes } from './event-wake.js';
+import type { DeliveryReader } from './delivery-reader.js';
 
 export interface DeliveryProcessorDeps extends WorkerBasics {
-  validator: FhirValidator;
+  /** Reads stored bodies that were not handed over in memory (delivery-reader.ts). */
+  reader: DeliveryReader;
 }
 
 export interface DeliveryProcessorOptions {
@@ -68,7 +69,7 @@ function groupsOf(prepared: PreparedDelivery[], maxItems: number): PreparedDeliv
   const groups: PreparedDelivery[][] = [];
   let items = 0;
   for (const delivery of prepared) {
-    const size = delivery.checked.items.length;
+    const size = delivery.digest.items.length;
     const last = groups.at(-1);
     if (last && items + size <= maxItems) {
       last.push(delivery);
@@ -159,12 +160,11 @@ export class DeliveryProcessor {
     }
     // Ids in order (the order of applying), wherever each was claimed.
     if (fromIntake > 0 && claimed.length > fromIntake) claimed.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+    // Every body not handed over goes to the reader at once (its thread works while this one waits).
+    const digests = claimed.map((delivery) => this.digestOf(delivery));
     const prepared: PreparedDelivery[] = [];
     for (const [i, delivery] of claimed.entries()) {
-      // FHIR checks are synchronous CPU work (a few ms per 300 resources): between deliveries,
-      // requests waiting on this process (a delivery's 202) get their turn.
-      if (i > 0) await new Promise((resolve) => setImmediate(resolve));
-      const ready = await this.prepare(delivery);
+      const ready = await this.prepare(delivery, digests[i]);
       if (ready) prepared.push(ready);
     }
     for (const group of groupsOf(prepared, MAX_GROUP_ITEMS)) await this.applyGroup(group);
@@ -188,24 +188,29 @@ export class DeliveryProcessor {
     }
   }
 
-  /** The CPU work of a claimed delivery (items, FHIR checks), before any transaction; undefined when it failed. */
-  private async prepare(delivery: ClaimedDelivery): Promise<PreparedDelivery | undefined> {
-    const { db, clock, logger } = this.deps;
+  /** The digest of a claimed delivery: handed over by the intake, or read from its stored body. */
+  private digestOf(delivery: ClaimedDelivery): Promise<DeliveryDigest> {
     const handedOver = this.handoff.take(delivery.id);
+    if (handedOver) return handedOver;
+    if (delivery.body === null) return Promise.reject(new UnreadableDeliveryError('the stored delivery body is missing'));
+    return this.deps.reader.read(delivery.body, { stored: true }).digest();
+  }
+
+  /** A claimed delivery with its digest (the CPU work), before any transaction; undefined when it failed. */
+  private async prepare(delivery: ClaimedDelivery, digest: Promise<DeliveryDigest>): Promise<PreparedDelivery | undefined> {
+    const { db, clock, logger } = this.deps;
+    // Handled here whatever happens below: a delivery failed for its attempts never awaits it.
+    digest.catch(() => {});
     if (delivery.attempts > this.maxAttempts) {
       await markFailed(db, delivery.id, this.owner, clock.now().toISOString(), `processing did not finish after ${this.maxAttempts} attempts`);
       logger.error({ deliveryId: delivery.id, webhookId: delivery.webhook_id, attempts: delivery.attempts }, 'delivery failed: too many attempts');
       return undefined;
     }
     try {
-      let parsed = handedOver;
-      if (!parsed) {
-        if (delivery.body === null) throw new UnreadableDeliveryError('the stored delivery body is missing');
-        parsed = parseStoredBody(delivery.body);
-      }
-      return prepareDelivery(this.deps.validator, delivery, parsed);
+      return { delivery, digest: await digest };
     } catch (error) {
-      await this.failed(delivery, error);
+      // A stored body passed the shape check when it was received; only a damaged row is refused now.
+      await this.failed(delivery, error instanceof ApiError ? new UnreadableDeliveryError('the stored delivery body is no longer an accepted shape') : error);
       return undefined;
     }
   }

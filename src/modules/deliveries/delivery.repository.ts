@@ -181,6 +181,12 @@ export async function holdLeases(db: DbOrTx, deliveryIds: readonly string[], own
   return new Set(rows.map((row) => row.id));
 }
 
+/** `holdLeases` on SQLite through its prepared statement (inside the processing transaction). */
+export function holdLeasesSqlite(s: SqliteDeliveryStatements, deliveryIds: readonly string[], owner: string, leaseExpiresAt: string): Set<string> {
+  const rows = s.holdLeases.all(leaseExpiresAt, JSON.stringify(deliveryIds), owner) as { id: string }[];
+  return new Set(rows.map((row) => row.id));
+}
+
 export interface ProcessedOutcome {
   problems: { index: number; message: string }[];
   problemCount: number;

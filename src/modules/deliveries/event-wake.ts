@@ -19,6 +19,7 @@ import { wakeRunsWaitingFor } from '../../engine/event-waits.js';
 import { parseJson } from '../../lib/json.js';
 import type { EventOccurrence } from '../events/event-runs.js';
 import { ID_CHUNK, chunks } from '../events/sql-chunks.js';
+import type { SqliteDeliveryStatements } from './sqlite-delivery-statements.js';
 
 export interface PendingWake {
   subjectRecordId: string;
@@ -33,6 +34,13 @@ const MAY_WAIT = ['running', 'paused'];
 /** The subjects of these occurrences (deduplicated). */
 export function subjectsOf(occurrences: readonly EventOccurrence[]): string[] {
   return [...new Set(occurrences.flatMap((o) => (o.subjectRecordId === null ? [] : [o.subjectRecordId])))];
+}
+
+/** `subjectsThatMayWait` on SQLite through its prepared statement (inside the delivery's transaction). */
+export function subjectsThatMayWaitSqlite(s: SqliteDeliveryStatements, workspaceId: string, subjects: readonly string[]): Set<string> {
+  if (subjects.length === 0) return new Set();
+  const rows = s.subjectsThatMayWait.all(workspaceId, JSON.stringify(subjects)) as { subject_record_id: string }[];
+  return new Set(rows.map((row) => row.subject_record_id));
 }
 
 /** Which of these subjects have a running or paused run (inside the delivery's transaction). */
@@ -57,7 +65,7 @@ export async function subjectsThatMayWait(db: DbOrTx, workspaceId: string, subje
 export function wakesFor(occurrences: readonly EventOccurrence[], mayWait: ReadonlySet<string>, deliveryId: string): PendingWake[] {
   return occurrences.flatMap((o) =>
     o.subjectRecordId !== null && mayWait.has(o.subjectRecordId)
-      ? [{ subjectRecordId: o.subjectRecordId, event: o.event, eventPayload: { event: o.event, resource: o.resource, deliveryId } }]
+      ? [{ subjectRecordId: o.subjectRecordId, event: o.event, eventPayload: { event: o.event, resource: JSON.parse(o.resourceJson) as unknown, deliveryId } }]
       : [],
   );
 }

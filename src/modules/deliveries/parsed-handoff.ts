@@ -1,12 +1,13 @@
 /**
- * Parsed delivery bodies handed from the intake to a delivery processor running in the same
- * process (`carepath serve`), so a body is parsed once, not once to answer 400 and again to
- * process it. The stored raw body stays the durable copy: a processor in another process, a
- * retry, or a delivery whose parse was not kept here reads and parses the stored bytes as before.
+ * Read delivery bodies (their digests, delivery-reader.ts) handed from the intake to a delivery
+ * processor running in the same process (`carepath serve`), so a body is parsed once, not once
+ * to answer 400 and again to process it. The stored raw body stays the durable copy: a processor
+ * in another process, a retry, or a delivery whose digest was not kept here reads the stored
+ * bytes again.
  *
  * Kept only while a processor of this store runs in the process (`attach`), so an API-only
  * process holds nothing, and bounded by body bytes: when full, the oldest entries go (their
- * deliveries are then parsed from the store). An entry is taken once; nothing here is durable.
+ * deliveries are then read from the store). An entry is taken once; nothing here is durable.
  *
  * Claimed at intake: while a processor runs here, the intake stores a delivery already claimed
  * for it (`processing` under its lease) and leaves the row here, so the processor takes it
@@ -18,7 +19,7 @@
  * One handoff per store handle (the `Db` the intake and the processor share), not per module:
  * two containers in one process (tests) never see each other's deliveries.
  */
-import type { DeliveryItems } from '../../ingestion/delivery-body.js';
+import type { DeliveryDigest } from '../../ingestion/delivery-digest.js';
 import type { DeliveryRow } from './delivery.repository.js';
 import { weakMemo } from '../../lib/weak-memo.js';
 
@@ -28,11 +29,12 @@ export interface IntakeClaimant {
   leaseMs: number;
 }
 
-/** Body bytes whose parse may wait here for the processor (the parsed form is a few times larger). */
+/** Body bytes whose digest may wait here for the processor (a digest is about as large as its body). */
 export const DEFAULT_HANDOFF_BYTES = 32 * 1024 * 1024;
 
 interface Entry {
-  parsed: DeliveryItems;
+  /** the digest, on its way from the reader's thread (its rejection is already handled) */
+  digest: Promise<DeliveryDigest>;
   bytes: number;
 }
 
@@ -47,7 +49,7 @@ export class ParsedHandoff {
   constructor(private readonly maxBytes: number = DEFAULT_HANDOFF_BYTES) {}
 
   /**
-   * A processor of this store started in this process; until `detach`, parses are kept. With a
+   * A processor of this store started in this process; until `detach`, digests are kept. With a
    * claimant, the intake stores deliveries already claimed for it (`claimant`, `offerClaimed`).
    */
   attach(claimant?: IntakeClaimant): void {
@@ -71,15 +73,15 @@ export class ParsedHandoff {
   }
 
   /**
-   * A delivery stored already claimed by `row.lease_owner`, with its parse. The row (small) stays
-   * until that processor takes it; the parse may be dropped for room like any other (the
+   * A delivery stored already claimed by `row.lease_owner`, with its digest. The row (small) stays
+   * until that processor takes it; the digest may be dropped for room like any other (the
    * processor then reads the stored body).
    */
-  offerClaimed(row: DeliveryRow, parsed: DeliveryItems, bytes: number): void {
+  offerClaimed(row: DeliveryRow, digest: Promise<DeliveryDigest>, bytes: number): void {
     // Its processor stopped while the INSERT ran: the lease runs out and any processor claims it.
     if (!this.claimants.some((claimant) => claimant.owner === row.lease_owner)) return;
     this.claimedRows.set(row.id, { ...row, body: null });
-    this.offer(row.id, parsed, bytes);
+    this.offer(row.id, digest, bytes);
   }
 
   /** Up to `limit` deliveries claimed at intake for `owner`, oldest first, each once. */
@@ -99,13 +101,13 @@ export class ParsedHandoff {
     return [...this.claimedRows.values()].filter((row) => row.lease_owner === owner).map((row) => row.id);
   }
 
-  /** Whether a processor here may take parses (so the intake keeps them, and claims skip bodies). */
+  /** Whether a processor here may take digests (so the intake keeps them, and claims skip bodies). */
   get active(): boolean {
     return this.processors > 0;
   }
 
-  /** Keeps the parse of a stored delivery's body; ignored when no processor runs here or it is too large. */
-  offer(deliveryId: string, parsed: DeliveryItems, bytes: number): void {
+  /** Keeps the digest of a stored delivery's body; ignored when no processor runs here or it is too large. */
+  offer(deliveryId: string, digest: Promise<DeliveryDigest>, bytes: number): void {
     if (!this.active || bytes > this.maxBytes) return;
     // Insertion order is arrival order: the oldest entries make room first.
     for (const [id, entry] of this.entries) {
@@ -113,17 +115,17 @@ export class ParsedHandoff {
       this.entries.delete(id);
       this.heldBytes -= entry.bytes;
     }
-    this.entries.set(deliveryId, { parsed, bytes });
+    this.entries.set(deliveryId, { digest, bytes });
     this.heldBytes += bytes;
   }
 
-  /** The parse of this delivery's body, once; undefined when it was not kept (parse the stored body). */
-  take(deliveryId: string): DeliveryItems | undefined {
+  /** The digest of this delivery's body, once; undefined when it was not kept (read the stored body). */
+  take(deliveryId: string): Promise<DeliveryDigest> | undefined {
     const entry = this.entries.get(deliveryId);
     if (!entry) return undefined;
     this.entries.delete(deliveryId);
     this.heldBytes -= entry.bytes;
-    return entry.parsed;
+    return entry.digest;
   }
 
   has(deliveryId: string): boolean {

@@ -9,15 +9,24 @@
  */
 import type { DbOrTx } from '../../storage/database.js';
 import type { Dialect } from '../../storage/connect.js';
-import type { FhirResource } from '../../ingestion/delivery-body.js';
 import { insertPlannedRuns, lockTriggers, subjectKey, subjectsWithLiveRuns, type PlannedRunRow } from './planned-runs.repository.js';
 import { plannedRun, type PlanContext, type TriggerForRuns } from './run-plan.js';
 import { ID_CHUNK, chunks } from './sql-chunks.js';
 
 export interface EventOccurrence {
   event: string;
-  resource: FhirResource;
+  /** the resource as delivered, as JSON text (ingestion/delivery-digest.ts) */
+  resourceJson: string;
   subjectRecordId: string | null;
+}
+
+/**
+ * A run's payload `{event, resource, deliveryId}` as JSON text, the resource spliced in as it
+ * came (JSON text already; parsing it only to stringify it again would be wasted work). The
+ * same text JSON.stringify gives for the object, keys in the same order.
+ */
+export function eventPayloadJson(event: string, resourceJson: string, deliveryId: string): string {
+  return `{"event":${JSON.stringify(event)},"resource":${resourceJson},"deliveryId":${JSON.stringify(deliveryId)}}`;
 }
 
 export interface EventTrigger extends TriggerForRuns {
@@ -99,9 +108,7 @@ export async function planEventRuns(
       planned.push(
         plannedRun(trigger, context, {
           subjectRecordId: subject,
-          // Safe to stringify: validation refuses resources nested past ~900 levels, well before
-          // JSON.stringify would run out of stack (~2,000 on a default Node stack).
-          payloadJson: JSON.stringify({ event: occurrence.event, resource: occurrence.resource, deliveryId: source.deliveryId }),
+          payloadJson: eventPayloadJson(occurrence.event, occurrence.resourceJson, source.deliveryId),
           idempotencyKey: source.idempotencyKey,
           origin: { via: 'event', event: occurrence.event, deliveryId: source.deliveryId, webhookId: source.webhookId },
         }),

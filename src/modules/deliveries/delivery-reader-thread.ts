@@ -1,0 +1,68 @@
+/**
+ * The thread that reads delivery bodies for delivery-reader.ts: JSON parse, shape check, FHIR R4
+ * validation and digest (ingestion/delivery-digest.ts), one body after the other. It answers
+ * twice per body: as soon as the shape is known (the intake's 202 or 400 waits for that only),
+ * then with the digest. It owns its FHIR validator; it has no store, no clock and no secrets.
+ */
+import { parentPort } from 'node:worker_threads';
+import { ApiError } from '../../lib/errors.js';
+import { createFhirValidator } from '../../ingestion/fhir-validate.js';
+import { digestDelivery, readDeliveryBody } from '../../ingestion/delivery-digest.js';
+import type { DeliveryItems } from '../../ingestion/delivery-body.js';
+import type { ReaderReply, ReaderRequest } from './delivery-reader.js';
+
+const port = parentPort;
+if (!port) throw new Error('delivery-reader-thread.ts runs as a worker thread of delivery-reader.ts');
+const validator = createFhirValidator();
+const decoder = new TextDecoder();
+const answer = (reply: ReaderReply) => port.postMessage(reply);
+
+/** Bodies shaped and waiting for their digest, oldest first. */
+const waiting: { id: number; parsed: DeliveryItems }[] = [];
+let draining = false;
+
+port.on('message', (request: ReaderRequest) => {
+  const { id } = request;
+  if (request.kind === 'warm') {
+    answer({ id, kind: 'warmed', ms: validator.warm() });
+    return;
+  }
+  let parsed;
+  try {
+    const text = typeof request.body === 'string' ? request.body : decoder.decode(request.body);
+    parsed = readDeliveryBody(text, request.stored);
+  } catch (error) {
+    answer(error instanceof ApiError ? { id, kind: 'refused', message: error.message } : { id, kind: 'broken', stage: 'shape', name: nameOf(error) });
+    return;
+  }
+  answer({ id, kind: 'shaped', accepted: parsed.items.length });
+  if (!request.digest) return;
+  waiting.push({ id, parsed });
+  if (!draining) {
+    draining = true;
+    setImmediate(digestNext);
+  }
+});
+
+/**
+ * One digest per turn: bodies that came meanwhile are shaped first, because a sender waits for
+ * its 202 on the shape while the digest only feeds the processor.
+ */
+function digestNext(): void {
+  const next = waiting.shift();
+  if (!next) {
+    draining = false;
+    return;
+  }
+  try {
+    answer({ id: next.id, kind: 'digested', digest: digestDelivery(next.parsed, validator) });
+  } catch (error) {
+    answer({ id: next.id, kind: 'broken', stage: 'digest', name: nameOf(error) });
+  }
+  setImmediate(digestNext);
+}
+
+/** Only the kind of error crosses back: messages may quote delivered data. */
+function nameOf(error: unknown): string {
+  return error instanceof Error ? error.name : 'Error';
+}
