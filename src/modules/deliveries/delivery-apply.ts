@@ -93,7 +93,7 @@ export async function applyDeliveries(
   return deps.db.transaction().execute(async (tx) => {
     const ids = group.map((p) => p.delivery.id);
     const until = new Date(now.getTime() + leaseMs).toISOString();
-    const held = hot ? holdLeasesSqlite(hot, ids, owner, until) : await holdLeases(tx, ids, owner, until);
+    const held = hot ? holdLeasesSqlite(hot, ids, owner) : await holdLeases(tx, ids, owner, until);
     // Another processor took over the ones not held (this one was too slow): it does their work.
     const mine = group.filter((p) => held.has(p.delivery.id));
     const written: Written[] = [];

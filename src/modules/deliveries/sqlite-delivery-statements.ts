@@ -34,7 +34,7 @@ export interface SqliteDeliveryStatements {
   insertTag: BetterSqlite3.Statement;
   deleteAllTags: BetterSqlite3.Statement;
   deleteRecord: BetterSqlite3.Statement;
-  holdLeases: BetterSqlite3.Statement;
+  heldLeases: BetterSqlite3.Statement;
   eventTriggers: BetterSqlite3.Statement;
   subjectsThatMayWait: BetterSqlite3.Statement;
 }
@@ -123,9 +123,9 @@ function prepare(connection: BetterSqlite3.Database): SqliteDeliveryStatements {
     deleteAllTags: connection.prepare(`delete from record_tags where record_id = ?`),
     deleteRecord: connection.prepare(`delete from records where id = ?`),
     // The rest are read or written once per group of deliveries (delivery-apply.ts).
-    holdLeases: connection.prepare(
-      `update deliveries set lease_expires_at = ? where id in (select value from json_each(?)) and status = 'processing' and lease_owner = ?
-       returning id`,
+    // A read, not the UPDATE of holdLeases: see delivery.repository.ts holdLeasesSqlite.
+    heldLeases: connection.prepare(
+      `select id from deliveries where id in (select value from json_each(?)) and status = 'processing' and lease_owner = ?`,
     ),
     // events/event-runs.ts findActiveEventTriggers, with the events as one JSON parameter.
     eventTriggers: connection.prepare(
