@@ -17,9 +17,17 @@ const validator = createFhirValidator();
 const decoder = new TextDecoder();
 const answer = (reply: ReaderReply) => port.postMessage(reply);
 
-/** Bodies shaped and waiting for their digest, oldest first. */
-const waiting: { id: number; parsed: DeliveryItems }[] = [];
+/** Bodies shaped and waiting for their digest, oldest first, with the length of their text. */
+const waiting: { id: number; parsed: DeliveryItems; length: number }[] = [];
+let waitingLength = 0;
 let draining = false;
+
+/**
+ * Parsed bodies are several times larger than their text: past this much text waiting for its
+ * digest, a new body is shaped only after the backlog is digested, so a sender that outruns the
+ * thread slows down (its 202 waits) instead of the thread's memory growing without bound.
+ */
+const MAX_WAITING_TEXT = 64 * 1024 * 1024;
 
 port.on('message', (request: ReaderRequest) => {
   const { id } = request;
@@ -27,9 +35,10 @@ port.on('message', (request: ReaderRequest) => {
     answer({ id, kind: 'warmed', ms: validator.warm() });
     return;
   }
+  while (waitingLength > MAX_WAITING_TEXT) digestOne();
   let parsed;
+  const text = typeof request.body === 'string' ? request.body : decoder.decode(request.body);
   try {
-    const text = typeof request.body === 'string' ? request.body : decoder.decode(request.body);
     parsed = readDeliveryBody(text, request.stored);
   } catch (error) {
     answer(error instanceof ApiError ? { id, kind: 'refused', message: error.message } : { id, kind: 'broken', stage: 'shape', name: nameOf(error) });
@@ -37,7 +46,8 @@ port.on('message', (request: ReaderRequest) => {
   }
   answer({ id, kind: 'shaped', accepted: parsed.items.length });
   if (!request.digest) return;
-  waiting.push({ id, parsed });
+  waiting.push({ id, parsed, length: text.length });
+  waitingLength += text.length;
   if (!draining) {
     draining = true;
     setImmediate(digestNext);
@@ -49,17 +59,24 @@ port.on('message', (request: ReaderRequest) => {
  * its 202 on the shape while the digest only feeds the processor.
  */
 function digestNext(): void {
-  const next = waiting.shift();
-  if (!next) {
+  if (!digestOne()) {
     draining = false;
     return;
   }
+  setImmediate(digestNext);
+}
+
+/** Digests the oldest waiting body; false when none waits. */
+function digestOne(): boolean {
+  const next = waiting.shift();
+  if (!next) return false;
+  waitingLength -= next.length;
   try {
     answer({ id: next.id, kind: 'digested', digest: digestDelivery(next.parsed, validator) });
   } catch (error) {
     answer({ id: next.id, kind: 'broken', stage: 'digest', name: nameOf(error) });
   }
-  setImmediate(digestNext);
+  return true;
 }
 
 /** Only the kind of error crosses back: messages may quote delivered data. */
