@@ -4,13 +4,8 @@
  * secret itself as a bearer token. Secrets come from the webhook module (two are active during
  * a rotation overlap); the checks themselves are the pure functions of `ingestion/`.
  */
-import type BetterSqlite3 from 'better-sqlite3';
-import { CompiledQuery } from 'kysely';
 import type { DbOrTx } from '../../storage/database.js';
-import { sqliteRunnerOf } from '../../storage/connect.js';
-import { dialectOfDb } from '../../storage/dialect.js';
-import { runPostgres, type PostgresStatement } from '../../storage/postgres-statement.js';
-import { weakMemo } from '../../lib/weak-memo.js';
+import { runHot, type HotStatement } from '../../storage/hot-statement.js';
 import type { SecretBox } from '../../lib/secret-box.js';
 import { ApiError } from '../../lib/errors.js';
 import { isUuid } from '../../lib/ids.js';
@@ -67,10 +62,8 @@ interface EndpointRow {
 }
 
 /**
- * One row per secret (a left join: an endpoint without secrets is one row of nulls). Written
- * once as text and run prepared (SQLite: once per connection; PostgreSQL: a named statement):
- * every POST runs it, and Kysely building it took more of the serving thread than the lookup
- * itself (about 70 µs a delivery, --cpu-prof of the ingestion benchmark).
+ * One row per secret (a left join: an endpoint without secrets is one row of nulls). Every POST
+ * runs it, so it runs prepared (storage/hot-statement.ts).
  */
 const ENDPOINT_ROWS = (parameter: string) => `
   select w.id, w.workspace_id, ws.tenant_id, w.active, w.auth,
@@ -79,15 +72,10 @@ const ENDPOINT_ROWS = (parameter: string) => `
   join workspaces ws on ws.id = w.workspace_id
   left join webhook_secrets s on s.webhook_id = w.id
   where w.id = ${parameter} and w.deleted_at is null`;
-const ENDPOINT_ROWS_POSTGRES: PostgresStatement = { name: 'carepath_delivery_endpoint_v1', text: ENDPOINT_ROWS('$1') };
-const endpointStatementOf = weakMemo((connection: BetterSqlite3.Database) => connection.prepare(ENDPOINT_ROWS('?')));
+const ENDPOINT_STATEMENT: HotStatement = { name: 'carepath_delivery_endpoint_v1', sqlite: ENDPOINT_ROWS('?'), postgres: ENDPOINT_ROWS('$1') };
 
-async function selectEndpointRows(db: DbOrTx, webhookId: string): Promise<EndpointRow[]> {
-  if (dialectOfDb(db) === 'postgres') return runPostgres<EndpointRow>(db, ENDPOINT_ROWS_POSTGRES, [webhookId]);
-  const run = sqliteRunnerOf(db);
-  if (run) return run((connection) => endpointStatementOf(connection).all(webhookId) as EndpointRow[]);
-  // Inside a transaction: the same text through Kysely, on the transaction's connection.
-  return (await db.executeQuery<EndpointRow>(CompiledQuery.raw(ENDPOINT_ROWS('?'), [webhookId]))).rows;
+function selectEndpointRows(db: DbOrTx, webhookId: string): Promise<EndpointRow[]> {
+  return runHot<EndpointRow>(db, ENDPOINT_STATEMENT, () => [webhookId]);
 }
 
 /** What the sender is told for each way a signature can be wrong: all of it is theirs to know. */

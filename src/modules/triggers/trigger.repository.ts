@@ -3,6 +3,7 @@ import { newestFirstPage, type Page } from '../../lib/cursor.js';
 import { parseJson } from '../../lib/json.js';
 import type { TriggerView } from './trigger.schemas.js';
 import { Coalescer } from '../../lib/coalescer.js';
+import { listParameter, runHot, type HotStatement } from '../../storage/hot-statement.js';
 
 export type TriggerRow = TriggerTable;
 
@@ -57,26 +58,21 @@ export interface TriggerForFire {
   blueprint_version: number | null;
 }
 
+/** Every fire reads its trigger: prepared (storage/hot-statement.ts), one text for any number of ids. */
+const TRIGGERS_FOR_FIRE_TEXT = (ids: string) => `
+  select t.id, t.workspace_id, t.type, t.active, t.auto_start, t.source_id,
+         d.name as blueprint_name, d.version as blueprint_version
+  from triggers t left join diagrams d on d.id = t.source_id and d.type = 'blueprint'
+  where t.id ${ids} and t.deleted_at is null`;
+const TRIGGERS_FOR_FIRE: HotStatement = {
+  name: 'carepath_triggers_for_fire_v1',
+  sqlite: TRIGGERS_FOR_FIRE_TEXT('in (select value from json_each(?))'),
+  postgres: TRIGGERS_FOR_FIRE_TEXT('= any($1::text[])'),
+};
+
 /** Live triggers with the current version of their blueprints, in one read (the fire path). */
 export async function findTriggersForFire(db: DbOrTx, triggerIds: string[]): Promise<Map<string, TriggerForFire>> {
-  const rows = await db
-    .selectFrom('triggers')
-    .leftJoin('diagrams', (join) =>
-      join.onRef('diagrams.id', '=', 'triggers.source_id').on('diagrams.type', '=', 'blueprint'),
-    )
-    .select([
-      'triggers.id',
-      'triggers.workspace_id',
-      'triggers.type',
-      'triggers.active',
-      'triggers.auto_start',
-      'triggers.source_id',
-      'diagrams.name as blueprint_name',
-      'diagrams.version as blueprint_version',
-    ])
-    .where('triggers.id', 'in', triggerIds)
-    .where('triggers.deleted_at', 'is', null)
-    .execute();
+  const rows = await runHot<TriggerForFire>(db, TRIGGERS_FOR_FIRE, (dialect) => [listParameter(dialect, triggerIds)]);
   return new Map(rows.map((row) => [row.id, row]));
 }
 
