@@ -34,8 +34,8 @@ const examples = readdirSync(EXAMPLES)
   .map((file) => readFileSync(join(EXAMPLES, file), 'utf8'));
 
 const threads: ThreadDeliveryReader[] = [];
-function threadReader(onLost?: (error: unknown) => void): ThreadDeliveryReader {
-  const reader = new ThreadDeliveryReader(onLost, validator);
+function threadReader(onLost?: (error: unknown) => void, threadModule?: string): ThreadDeliveryReader {
+  const reader = new ThreadDeliveryReader(onLost, validator, threadModule);
   threads.push(reader);
   return reader;
 }
@@ -119,6 +119,30 @@ describe('delivery reader', () => {
     const next = reader.read(transaction);
     expect(await next.shaped).toBe(4);
     expect((reader as unknown as { worker: unknown }).worker).not.toBeNull();
+  });
+
+  it('reads on the calling thread for good when its threads keep failing to start', async () => {
+    const lost: unknown[] = [];
+    const reader = threadReader((error) => lost.push(error), 'data:text/javascript,throw new Error("cannot start")');
+    for (let attempt = 0; attempt < 5; attempt++) {
+      const read = reader.read(transaction);
+      expect(await read.shaped).toBe(4);
+      expect((await read.digest()).items).toHaveLength(3);
+    }
+    expect(lost).toHaveLength(3);
+    expect(reader.threaded).toBe(false);
+  });
+
+  it('starts its thread from any working directory', async () => {
+    const cwd = process.cwd();
+    process.chdir('/');
+    try {
+      const reader = threadReader();
+      expect(await reader.read(transaction).shaped).toBe(4);
+      expect(reader.threaded).toBe(true);
+    } finally {
+      process.chdir(cwd);
+    }
   });
 
   it('warms its validation on the thread, and reads on the calling thread once closed', async () => {

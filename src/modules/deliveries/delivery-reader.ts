@@ -121,9 +121,18 @@ interface Job {
   shapeSettled: boolean;
 }
 
-/** The thread's module, started through tsx's loader (the service runs TypeScript; bin/carepath.js). */
+/**
+ * The thread's module, started through tsx's loader (the service runs TypeScript; bin/carepath.js).
+ * Both are named by absolute URL: the thread resolves bare names from the process's working
+ * directory, which need not be the project's.
+ */
 const THREAD_MODULE = new URL('./delivery-reader-thread.ts', import.meta.url).href;
-const BOOTSTRAP = `import('tsx/esm/api').then((tsx) => { tsx.register(); return import(${JSON.stringify(THREAD_MODULE)}); })`;
+const TSX_API = import.meta.resolve('tsx/esm/api');
+const bootstrap = (module: string) =>
+  `import(${JSON.stringify(TSX_API)}).then((tsx) => { tsx.register(); return import(${JSON.stringify(module)}); })`;
+
+/** Threads lost one after the other without answering anything: then bodies are read here for good. */
+const MAX_FAILED_STARTS = 3;
 
 export class ThreadDeliveryReader implements DeliveryReader {
   private worker: Worker | null = null;
@@ -132,16 +141,25 @@ export class ThreadDeliveryReader implements DeliveryReader {
   private readonly warming = new Map<number, ReturnType<typeof settleable<number>>>();
   private readonly inline: DeliveryReader;
   private closed = false;
+  /** Threads lost since one last answered. */
+  private failedStarts = 0;
 
+  /** `threadModule`: what the thread runs (tests name a module that fails to start). */
   constructor(
     private readonly onThreadLost: (error: unknown) => void = noop,
     fallbackValidator: () => FhirValidator = memoValidator(),
+    private readonly threadModule: string = THREAD_MODULE,
   ) {
     this.inline = inlineDeliveryReader(fallbackValidator);
   }
 
+  /** Whether bodies go to a thread (false once closed, or after threads kept failing to start). */
+  get threaded(): boolean {
+    return !this.closed && this.failedStarts < MAX_FAILED_STARTS;
+  }
+
   read(body: Buffer | string, options: ReadOptions = {}): DeliveryRead {
-    if (this.closed) return this.inline.read(body, options);
+    if (!this.threaded) return this.inline.read(body, options);
     const id = this.nextId++;
     const job: Job = { body, options, shaped: settleable<number>(), digest: settleable<DeliveryDigest>(), shapeSettled: false };
     if (options.digest === false) job.digest.reject(new Error('the delivery was read for its shape only'));
@@ -161,7 +179,7 @@ export class ThreadDeliveryReader implements DeliveryReader {
   }
 
   warm(): Promise<number> {
-    if (this.closed) return Promise.resolve(0);
+    if (!this.threaded) return Promise.resolve(0);
     const id = this.nextId++;
     const warmed = settleable<number>();
     this.warming.set(id, warmed);
@@ -183,7 +201,7 @@ export class ThreadDeliveryReader implements DeliveryReader {
     if (this.worker) return this.worker;
     // Not the parent's flags: the bootstrap registers tsx itself, and --cpu-prof and the like
     // belong to the serving thread.
-    const worker = new Worker(BOOTSTRAP, { eval: true, execArgv: [] });
+    const worker = new Worker(bootstrap(this.threadModule), { eval: true, execArgv: [] });
     worker.on('message', (reply: ReaderReply) => this.answer(reply));
     worker.on('error', (error) => this.lost(worker, error));
     worker.on('exit', (code) => this.lost(worker, new Error(`the delivery reader thread exited (${code})`)));
@@ -192,6 +210,7 @@ export class ThreadDeliveryReader implements DeliveryReader {
   }
 
   private answer(reply: ReaderReply): void {
+    this.failedStarts = 0;
     if (reply.kind === 'warmed') {
       this.warming.get(reply.id)?.resolve(reply.ms);
       this.warming.delete(reply.id);
@@ -230,6 +249,7 @@ export class ThreadDeliveryReader implements DeliveryReader {
   private lost(worker: Worker, error: unknown): void {
     if (this.worker !== worker) return;
     this.worker = null;
+    this.failedStarts++;
     if (!this.closed) this.onThreadLost(error);
     this.fallBack();
   }
