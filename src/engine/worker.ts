@@ -204,7 +204,7 @@ export class RunWorker {
   private async claimAndStart(limit: number): Promise<Promise<void>[]> {
     if (limit <= 0 || this.stopping) return [];
     const now = this.services.clock.now().toISOString();
-    const rows = await claimRuns(this.services.db, this.services.dialect, {
+    const rows = await claimRuns(this.services.db, {
       owner: this.id,
       now,
       leaseUntil: addMs(now, this.leaseMs),

@@ -44,7 +44,7 @@ describeEachStore('engine: leases and fencing', (env) => {
     const db = env.db;
     const now = new Date().toISOString();
     const claimAs = (owner: string, at: string) =>
-      claimRuns(db, env.kind, { owner, now: at, leaseUntil: addMs(at, 1_000), limit: 100 }).then((rows) => rows.find((r) => r.id === runId));
+      claimRuns(db, { owner, now: at, leaseUntil: addMs(at, 1_000), limit: 100 }).then((rows) => rows.find((r) => r.id === runId));
 
     const first = await claimAs('worker-a', now);
     expect(first).toBeDefined();
@@ -84,7 +84,7 @@ describeEachStore('engine: leases and fencing', (env) => {
     const { triggerId } = await webTriggerFor(ws, oneSet);
     const [passing, stale] = [await fire(ws, triggerId), await fire(ws, triggerId)];
     const now = new Date().toISOString();
-    const rows = await claimRuns(env.db, env.kind, { owner: 'worker-a', now, leaseUntil: addMs(now, 60_000), limit: 100 });
+    const rows = await claimRuns(env.db, { owner: 'worker-a', now, leaseUntil: addMs(now, 60_000), limit: 100 });
     const fenceOf = (runId: string) => rows.find((row) => row.id === runId)!.lease_fence;
     const at = addMs(now, 5);
     const batch: StepWrite[] = [
@@ -140,7 +140,7 @@ describeEachStore('engine: leases and fencing', (env) => {
     const { triggerId } = await webTriggerFor(ws, oneSet);
     const runId = await fire(ws, triggerId);
     const now = new Date().toISOString();
-    await claimRuns(env.db, env.kind, { owner: 'dead', now, leaseUntil: addMs(now, 300), limit: 100 });
+    await claimRuns(env.db, { owner: 'dead', now, leaseUntil: addMs(now, 300), limit: 100 });
     const worker = testWorker(env);
     expect(await worker.drain()).toBe(0);
     await sleep(350);
