@@ -44,11 +44,18 @@ function runWriter(connection: BetterSqlite3.Database): (runs: PreparedRun[]) =>
                        automation_status, error, payload, subject_record_id, created_at, updated_at, available_at)
      values (?, ?, ?, ?, ?, ?, ?, ?, null, ?, ?, ?, ?, ?)`,
   );
-  const record = connection.prepare(
+  // The Pathway records and their status tags: ONE statement each per batch (rows as one JSON
+  // parameter), not one per run. Both tables carry row triggers (the tag change log), and a
+  // statement that fires triggers inside a transaction opens a statement journal and runs its
+  // trigger programs for itself: per run, the two cost 22–26 µs, per batch 11–15 µs a run
+  // (48-run batches, alternating, on this machine). Records first: the tag trigger reads them.
+  const records = connection.prepare(
     `insert into records (id, workspace_id, resource_type, ext_id, name, created_at, updated_at)
-     values (?, ?, 'Pathway', ?, ?, ?, ?)`,
+     select value ->> 0, value ->> 1, 'Pathway', value ->> 0, value ->> 2, value ->> 3, value ->> 3 from json_each(?)`,
   );
-  const tag = connection.prepare(`insert into record_tags (record_id, workspace_id, tag) values (?, ?, ?)`);
+  const tags = connection.prepare(
+    `insert into record_tags (record_id, workspace_id, tag) select value ->> 0, value ->> 1, value ->> 4 from json_each(?)`,
+  );
   const audit = connection.prepare(
     `insert into audit_events (id, tenant_id, workspace_id, at, action, request_id, key_id, key_name,
                                resource_type, resource_id, outcome, details)
@@ -67,6 +74,8 @@ function runWriter(connection: BetterSqlite3.Database): (runs: PreparedRun[]) =>
       if (changes === 1) won.add(i);
     }
 
+    // [run id, workspace, name, at, status] of each run written, for the records and tags.
+    const pathways: [string, string, string, string, string][] = [];
     runs.forEach((r, i) => {
       if (r.claim && !won.has(i)) return;
       const workspaceId = r.ctx.workspaceId;
@@ -74,13 +83,17 @@ function runWriter(connection: BetterSqlite3.Database): (runs: PreparedRun[]) =>
         r.runId, workspaceId, r.triggerId, r.blueprint.id, r.blueprint.version, r.blueprint.name, r.idempotencyKey,
         r.status, r.payloadJson, r.subjectRecordId, r.at, r.at, r.at,
       );
-      record.run(r.runId, workspaceId, r.runId, r.blueprint.name, r.at, r.at);
-      tag.run(r.runId, workspaceId, r.status);
+      pathways.push([r.runId, workspaceId, r.blueprint.name, r.at, r.status]);
       const a = runCreatedAudit(r);
       audit.run(a.id, a.tenant_id, a.workspace_id, a.at, a.action, a.request_id, a.key_id, a.key_name,
         a.resource_type, a.resource_id, a.outcome, a.details);
       outcomes[i] = { kind: 'created', runId: r.runId };
     });
+    if (pathways.length > 0) {
+      const rows = JSON.stringify(pathways);
+      records.run(rows);
+      tags.run(rows);
+    }
 
     // Runs not written read the claim that stands (earlier, another process, or this batch).
     return outcomes.map((outcome, i) => {
