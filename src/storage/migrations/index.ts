@@ -8,6 +8,7 @@ import * as m0002 from './0002_engine.js';
 import * as m0003 from './0003_ingestion.js';
 import * as m0004 from './0004_tag_bitmaps.js';
 import * as m0005 from './0005_tag_log_lookups.js';
+import * as m0006 from './0006_deliveries_claim_by_lease.js';
 
 export const migrations: Record<string, Migration> = {
   '0001_core': m0001,
@@ -15,4 +16,5 @@ export const migrations: Record<string, Migration> = {
   '0003_ingestion': m0003,
   '0004_tag_bitmaps': m0004,
   '0005_tag_log_lookups': m0005,
+  '0006_deliveries_claim_by_lease': m0006,
 };
