@@ -1,6 +1,7 @@
 /**
- * Statements run on nearly every request (the API key's lookup, a fire's trigger, a delivery's
- * endpoint), written once as SQL text per store and run prepared, without Kysely's query builder:
+ * Statements run on nearly every request or batch (the API key's lookup, a fire's trigger, a
+ * delivery's endpoint, a delivery group's event triggers and waiting subjects, the engine's
+ * claim), written once as SQL text per store and run prepared, without Kysely's query builder:
  * on SQLite prepared once per connection and run while Kysely's lock on the one connection is
  * held (`sqliteRunnerOf`); on PostgreSQL as a named, server-side prepared statement
  * (postgres-statement.ts). Inside a transaction the text runs through Kysely on the
@@ -10,9 +11,11 @@
  * the serving thread than the store's own work (fire on SQLite: the key and trigger lookups
  * through Kysely were about 7% of the serving thread, --cpu-prof, docs/benchmarks.md 2026-11-26).
  *
- * Texts are read-only statements (`all`). A list travels as one parameter: JSON text read with
- * `json_each` on SQLite, an array (`= any($n::text[])`) on PostgreSQL; `params` makes the
- * parameters for the store at hand.
+ * Texts are statements that return rows (`all`): lookups, and the engine's claim (an UPDATE …
+ * RETURNING). Inside a transaction the text still skips the builder, and on SQLite Kysely's
+ * driver keeps it prepared (sqlite-statement-cache.ts). A list travels as one parameter: JSON
+ * text read with `json_each` on SQLite, an array (`= any($n::text[])`) on PostgreSQL; `params`
+ * makes the parameters for the store at hand.
  */
 import type BetterSqlite3 from 'better-sqlite3';
 import { CompiledQuery } from 'kysely';

@@ -21,7 +21,7 @@ import { readResourceStatesSqlite, writeResourceStatesSqlite } from './resource-
 import { applyRecordChanges, kyselyRecordStore } from './record-upsert.js';
 import { sqliteRecordStore } from './record-store-sqlite.js';
 import { sqliteDeliveryStatementsOf, type SqliteDeliveryStatements } from './sqlite-delivery-statements.js';
-import { subjectsOf, subjectsThatMayWait, subjectsThatMayWaitSqlite, wakesFor, type PendingWake } from './event-wake.js';
+import { subjectsOf, subjectsThatMayWait, wakesFor, type PendingWake } from './event-wake.js';
 
 /** Problems kept on the delivery for its listing; the count covers all of them. */
 const MAX_LISTED_PROBLEMS = 1000;
@@ -104,14 +104,8 @@ export async function applyDeliveries(
     for (const [workspaceId, members] of byWorkspace(written)) {
       const occurrences = members.flatMap((w) => w.occurrences);
       const events = [...new Set(occurrences.map((o) => o.event))];
-      const subjects = subjectsOf(occurrences);
-      if (hot) {
-        triggers.set(workspaceId, events.length === 0 ? [] : activeEventTriggersSqlite(hot, workspaceId, events));
-        mayWait.set(workspaceId, subjectsThatMayWaitSqlite(hot, workspaceId, subjects));
-      } else {
-        triggers.set(workspaceId, events.length === 0 ? [] : await findActiveEventTriggers(tx, workspaceId, events));
-        mayWait.set(workspaceId, await subjectsThatMayWait(tx, workspaceId, subjects));
-      }
+      triggers.set(workspaceId, events.length === 0 ? [] : await findActiveEventTriggers(tx, workspaceId, events));
+      mayWait.set(workspaceId, await subjectsThatMayWait(tx, workspaceId, subjectsOf(occurrences)));
     }
 
     const results = new Map<string, ApplyResult>();
@@ -200,11 +194,6 @@ async function finishDelivery(
     throw new Error('the delivery changed state while it was being processed');
   }
   return { kind: 'processed', plannedRunIds: planned.map((row) => row.id), wakes, outcome };
-}
-
-/** `findActiveEventTriggers` (events/event-runs.ts) on SQLite through its prepared statement. */
-function activeEventTriggersSqlite(s: SqliteDeliveryStatements, workspaceId: string, events: readonly string[]): EventTrigger[] {
-  return s.eventTriggers.all(workspaceId, JSON.stringify(events)) as EventTrigger[];
 }
 
 function byWorkspace(written: readonly Written[]): Map<string, Written[]> {

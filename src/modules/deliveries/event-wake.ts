@@ -18,8 +18,7 @@ import type { Dialect } from '../../storage/connect.js';
 import { wakeRunsWaitingFor } from '../../engine/event-waits.js';
 import { parseJson } from '../../lib/json.js';
 import type { EventOccurrence } from '../events/event-runs.js';
-import { ID_CHUNK, chunks } from '../events/sql-chunks.js';
-import type { SqliteDeliveryStatements } from './sqlite-delivery-statements.js';
+import { listParameter, runHot, type HotStatement } from '../../storage/hot-statement.js';
 
 export interface PendingWake {
   subjectRecordId: string;
@@ -28,37 +27,30 @@ export interface PendingWake {
   eventPayload: { event: string; resource: unknown; deliveryId: string };
 }
 
-/** Statuses in which a run may be waiting for an event (a paused one records it for its resume). */
-const MAY_WAIT = ['running', 'paused'];
-
 /** The subjects of these occurrences (deduplicated). */
 export function subjectsOf(occurrences: readonly EventOccurrence[]): string[] {
   return [...new Set(occurrences.flatMap((o) => (o.subjectRecordId === null ? [] : [o.subjectRecordId])))];
 }
 
-/** `subjectsThatMayWait` on SQLite through its prepared statement (inside the delivery's transaction). */
-export function subjectsThatMayWaitSqlite(s: SqliteDeliveryStatements, workspaceId: string, subjects: readonly string[]): Set<string> {
-  if (subjects.length === 0) return new Set();
-  const rows = s.subjectsThatMayWait.all(workspaceId, JSON.stringify(subjects)) as { subject_record_id: string }[];
-  return new Set(rows.map((row) => row.subject_record_id));
-}
+/**
+ * Read once per group of deliveries: prepared (storage/hot-statement.ts), the subjects as one
+ * list parameter. `running` and `paused`: the statuses in which a run may be waiting for an
+ * event (a paused one records it for its resume).
+ */
+const MAY_WAIT_TEXT = (subjects: string) => `
+  select distinct subject_record_id from runs
+  where workspace_id = $W and subject_record_id ${subjects} and automation_status in ('running', 'paused')`;
+const SUBJECTS_THAT_MAY_WAIT: HotStatement = {
+  name: 'carepath_subjects_that_may_wait_v1',
+  sqlite: MAY_WAIT_TEXT('in (select value from json_each(?))').replace('$W', '?'),
+  postgres: MAY_WAIT_TEXT('= any($2::text[])').replace('$W', '$1'),
+};
 
 /** Which of these subjects have a running or paused run (inside the delivery's transaction). */
 export async function subjectsThatMayWait(db: DbOrTx, workspaceId: string, subjects: readonly string[]): Promise<Set<string>> {
-  const found = new Set<string>();
-  if (subjects.length === 0) return found;
-  for (const chunk of chunks(subjects, ID_CHUNK)) {
-    const rows = await db
-      .selectFrom('runs')
-      .select('subject_record_id')
-      .distinct()
-      .where('workspace_id', '=', workspaceId)
-      .where('subject_record_id', 'in', chunk)
-      .where('automation_status', 'in', MAY_WAIT)
-      .execute();
-    for (const row of rows) if (row.subject_record_id) found.add(row.subject_record_id);
-  }
-  return found;
+  if (subjects.length === 0) return new Set();
+  const rows = await runHot<{ subject_record_id: string }>(db, SUBJECTS_THAT_MAY_WAIT, (dialect) => [workspaceId, listParameter(dialect, subjects)]);
+  return new Set(rows.map((row) => row.subject_record_id));
 }
 
 /** The wakes a delivery's events call for, given which subjects may wait (`subjectsThatMayWait`). */

@@ -35,8 +35,6 @@ export interface SqliteDeliveryStatements {
   deleteAllTags: BetterSqlite3.Statement;
   deleteRecord: BetterSqlite3.Statement;
   heldLeases: BetterSqlite3.Statement;
-  eventTriggers: BetterSqlite3.Statement;
-  subjectsThatMayWait: BetterSqlite3.Statement;
 }
 
 /** Column order of `insertDelivery`'s parameters. */
@@ -122,23 +120,9 @@ function prepare(connection: BetterSqlite3.Database): SqliteDeliveryStatements {
     insertTag: connection.prepare(`insert into record_tags (record_id, workspace_id, tag) values (?, ?, ?) on conflict (record_id, tag) do nothing`),
     deleteAllTags: connection.prepare(`delete from record_tags where record_id = ?`),
     deleteRecord: connection.prepare(`delete from records where id = ?`),
-    // The rest are read or written once per group of deliveries (delivery-apply.ts).
-    // A read, not the UPDATE of holdLeases: see delivery.repository.ts holdLeasesSqlite.
+    // Once per group of deliveries (delivery-apply.ts); a read, not the UPDATE of holdLeases: see delivery.repository.ts holdLeasesSqlite.
     heldLeases: connection.prepare(
       `select id from deliveries where id in (select value from json_each(?)) and status = 'processing' and lease_owner = ?`,
-    ),
-    // events/event-runs.ts findActiveEventTriggers, with the events as one JSON parameter.
-    eventTriggers: connection.prepare(
-      `select t.id, t.event, t.source_id, t.auto_start, t.one_per_subject, d.name as blueprint_name, d.version as blueprint_version
-       from triggers t join diagrams d on d.id = t.source_id and d.type = 'blueprint'
-       where t.workspace_id = ? and t.type = 'event' and t.active = 1 and t.deleted_at is null
-         and t.event in (select value from json_each(?))
-       order by t.id`,
-    ),
-    // event-wake.ts subjectsThatMayWait (statuses in which a run may wait for an event).
-    subjectsThatMayWait: connection.prepare(
-      `select distinct subject_record_id from runs
-       where workspace_id = ? and subject_record_id in (select value from json_each(?)) and automation_status in ('running', 'paused')`,
     ),
   };
 }

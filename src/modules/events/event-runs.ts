@@ -9,9 +9,9 @@
  */
 import type { DbOrTx } from '../../storage/database.js';
 import type { Dialect } from '../../storage/connect.js';
+import { listParameter, runHot, type HotStatement } from '../../storage/hot-statement.js';
 import { insertPlannedRuns, lockTriggers, subjectKey, subjectsWithLiveRuns, type PlannedRunRow } from './planned-runs.repository.js';
 import { plannedRun, type PlanContext, type TriggerForRuns } from './run-plan.js';
-import { ID_CHUNK, chunks } from './sql-chunks.js';
 
 export interface EventOccurrence {
   event: string;
@@ -39,32 +39,21 @@ export interface EventRunSource {
   idempotencyKey: string | null;
 }
 
+/** Read once per group of deliveries: prepared (storage/hot-statement.ts), the events as one list parameter. */
+const EVENT_TRIGGERS_TEXT = (events: string) => `
+  select t.id, t.event, t.source_id, t.auto_start, t.one_per_subject, d.name as blueprint_name, d.version as blueprint_version
+  from triggers t join diagrams d on d.id = t.source_id and d.type = 'blueprint'
+  where t.workspace_id = $W and t.type = 'event' and t.active = 1 and t.deleted_at is null and t.event ${events}
+  order by t.id`;
+const EVENT_TRIGGERS: HotStatement = {
+  name: 'carepath_active_event_triggers_v1',
+  sqlite: EVENT_TRIGGERS_TEXT('in (select value from json_each(?))').replace('$W', '?'),
+  postgres: EVENT_TRIGGERS_TEXT('= any($2::text[])').replace('$W', '$1'),
+};
+
 /** Active, live event triggers of the workspace listening to any of `events`, with their blueprint. */
 export async function findActiveEventTriggers(db: DbOrTx, workspaceId: string, events: readonly string[]): Promise<EventTrigger[]> {
-  const found: EventTrigger[] = [];
-  for (const chunk of chunks([...new Set(events)], ID_CHUNK)) {
-    const rows = await db
-      .selectFrom('triggers')
-      .innerJoin('diagrams', (join) => join.onRef('diagrams.id', '=', 'triggers.source_id').on('diagrams.type', '=', 'blueprint'))
-      .select([
-        'triggers.id',
-        'triggers.event',
-        'triggers.source_id',
-        'triggers.auto_start',
-        'triggers.one_per_subject',
-        'diagrams.name as blueprint_name',
-        'diagrams.version as blueprint_version',
-      ])
-      .where('triggers.workspace_id', '=', workspaceId)
-      .where('triggers.type', '=', 'event')
-      .where('triggers.active', '=', 1)
-      .where('triggers.deleted_at', 'is', null)
-      .where('triggers.event', 'in', chunk)
-      .orderBy('triggers.id')
-      .execute();
-    for (const row of rows) if (row.event !== null) found.push({ ...row, event: row.event });
-  }
-  return found;
+  return runHot<EventTrigger>(db, EVENT_TRIGGERS, (dialect) => [workspaceId, listParameter(dialect, [...new Set(events)])]);
 }
 
 /**
