@@ -45,7 +45,7 @@ export interface DeliveryDigest {
 const MAX_STATUS_LENGTH = 64;
 
 /** The body as JSON; `__proto__` and `constructor.prototype` keys are refused, never merged. */
-export function parseJsonBody(text: string): unknown {
+function parseJsonBody(text: string): unknown {
   if (text.trim() === '') throw invalidRequest('delivery body is empty; send a JSON object');
   try {
     return secureJson.parse(text, undefined, { protoAction: 'error', constructorAction: 'error' });

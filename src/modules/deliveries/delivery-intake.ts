@@ -76,9 +76,7 @@ export async function receiveDelivery(db: Db, reader: DeliveryReader, endpoint: 
   const claimant = handoff.claimant;
   const handingOver = handoff.active;
   const text = input.rawBody.toString('utf8');
-  // Parsed and checked on the reader's thread while this one hashes the bytes. The text goes
-  // over, not the bytes: this thread decodes it anyway (it is what is stored), and a string
-  // crosses to a thread as a plain copy.
+  // Parsed and checked on the reader's thread while this one hashes the bytes.
   const read = reader.read(text, { digest: handingOver });
   const bodySha256 = sha256Hex(input.rawBody);
   let accepted: number;

@@ -14,7 +14,6 @@ import type { ReaderReply, ReaderRequest } from './delivery-reader.js';
 const port = parentPort;
 if (!port) throw new Error('delivery-reader-thread.ts runs as a worker thread of delivery-reader.ts');
 const validator = createFhirValidator();
-const decoder = new TextDecoder();
 const answer = (reply: ReaderReply) => port.postMessage(reply);
 
 /** Bodies shaped and waiting for their digest, oldest first, with the length of their text. */
@@ -37,7 +36,7 @@ port.on('message', (request: ReaderRequest) => {
   }
   while (waitingLength > MAX_WAITING_TEXT) digestOne();
   let parsed;
-  const text = typeof request.body === 'string' ? request.body : decoder.decode(request.body);
+  const text = request.body;
   try {
     parsed = readDeliveryBody(text, request.stored);
   } catch (error) {

@@ -35,7 +35,7 @@ export interface DeliveryReader {
    * JSON.parse is enough; a refusal then means the stored row is damaged. `digest: false`: only
    * the shape is wanted (no processor here would take the digest), and `digest()` rejects.
    */
-  read(body: Buffer | string, options?: ReadOptions): DeliveryRead;
+  read(body: string, options?: ReadOptions): DeliveryRead;
   /** Compiles the FHIR validation ahead of the first body; answers how long it took (ms). */
   warm(): Promise<number>;
   close(): Promise<void>;
@@ -47,7 +47,7 @@ export interface ReadOptions {
 }
 
 /** Messages to the thread. */
-export type ReaderRequest = { id: number; kind: 'read'; body: Uint8Array | string; stored: boolean; digest: boolean } | { id: number; kind: 'warm' };
+export type ReaderRequest = { id: number; kind: 'read'; body: string; stored: boolean; digest: boolean } | { id: number; kind: 'warm' };
 
 /** Messages from the thread: per body `shaped` then `digested`, or `refused`, or `broken`. */
 export type ReaderReply =
@@ -87,7 +87,7 @@ export function inlineDeliveryReader(validatorOf: () => FhirValidator = memoVali
     read(body, options = {}) {
       let parsed: DeliveryItems;
       try {
-        parsed = readDeliveryBody(typeof body === 'string' ? body : body.toString('utf8'), options.stored ?? false);
+        parsed = readDeliveryBody(body, options.stored ?? false);
       } catch (error) {
         const refused = Promise.reject(error instanceof ApiError ? error : brokenError('shape', (error as Error)?.name ?? 'Error'));
         refused.catch(noop);
@@ -113,7 +113,7 @@ function memoValidator(): () => FhirValidator {
 }
 
 interface Job {
-  body: Buffer | string;
+  body: string;
   options: ReadOptions;
   shaped: ReturnType<typeof settleable<number>>;
   digest: ReturnType<typeof settleable<DeliveryDigest>>;
@@ -158,24 +158,17 @@ export class ThreadDeliveryReader implements DeliveryReader {
     return !this.closed && this.failedStarts < MAX_FAILED_STARTS;
   }
 
-  read(body: Buffer | string, options: ReadOptions = {}): DeliveryRead {
+  read(body: string, options: ReadOptions = {}): DeliveryRead {
     if (!this.threaded) return this.inline.read(body, options);
     const id = this.nextId++;
     const job: Job = { body, options, shaped: settleable<number>(), digest: settleable<DeliveryDigest>(), shapeSettled: false };
-    if (options.digest === false) job.digest.reject(new Error('the delivery was read for its shape only'));
     this.jobs.set(id, job);
-    // A copy of the bytes the thread may own (the caller keeps its Buffer, which may be a slice of a pool).
-    const message: ReaderRequest = {
-      id,
-      kind: 'read',
-      body: typeof body === 'string' ? body : new Uint8Array(body),
-      stored: options.stored ?? false,
-      digest: options.digest ?? true,
-    };
-    const worker = this.thread();
-    worker.postMessage(message, typeof message.body === 'string' ? [] : [message.body.buffer as ArrayBuffer]);
+    // The text, not the bytes: the intake decodes them anyway (the text is what is stored), and a
+    // string crosses to a thread as a plain copy.
+    const message: ReaderRequest = { id, kind: 'read', body, stored: options.stored ?? false, digest: options.digest ?? true };
+    this.thread().postMessage(message);
     this.updateRef();
-    return { shaped: job.shaped.promise, digest: () => job.digest.promise };
+    return { shaped: job.shaped.promise, digest: () => (options.digest === false ? NOT_DIGESTED : job.digest.promise) };
   }
 
   warm(): Promise<number> {
