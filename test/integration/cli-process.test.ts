@@ -3,58 +3,10 @@
  * SQLite only: what is under test is the process around the store, not the store.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-
-const BIN = fileURLToPath(new URL('../../bin/carepath.js', import.meta.url));
-const STARTUP_MS = 45_000;
-
-/** The parent's environment without any CAREPATH_ setting, plus the ones given. */
-function envWith(settings: Record<string, string>): NodeJS.ProcessEnv {
-  const env = Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith('CAREPATH_')));
-  return { ...env, ...settings };
-}
-
-interface Spawned {
-  child: ChildProcess;
-  stdout: () => string;
-  stderr: () => string;
-  exited: Promise<number | null>;
-}
-
-function start(args: string[], env: Record<string, string>): Spawned {
-  const child = spawn(process.execPath, [BIN, ...args], { env: envWith(env), stdio: ['ignore', 'pipe', 'pipe'] });
-  let stdout = '';
-  let stderr = '';
-  child.stdout!.on('data', (chunk) => (stdout += chunk));
-  child.stderr!.on('data', (chunk) => (stderr += chunk));
-  const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
-  return { child, stdout: () => stdout, stderr: () => stderr, exited };
-}
-
-async function waitFor(spawned: Spawned, pattern: RegExp): Promise<RegExpMatchArray> {
-  const deadline = Date.now() + STARTUP_MS;
-  for (;;) {
-    const match = spawned.stdout().match(pattern);
-    if (match) return match;
-    if (spawned.child.exitCode !== null) throw new Error(`exited early:\n${spawned.stdout()}\n${spawned.stderr()}`);
-    if (Date.now() > deadline) throw new Error(`no ${pattern} in:\n${spawned.stdout()}\n${spawned.stderr()}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
-
-/** A port nobody listens on right now: the system picks it, then lets it go for the service. */
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
+import { freePort, start, waitFor, type Spawned } from '../helpers/cli-process.js';
 
 describe('the carepath process [sqlite]', () => {
   let dir: string;

@@ -53,6 +53,13 @@ describeEachStore(
       expect(refused.headers['ratelimit-remaining']).toBe('0');
     });
 
+    it('lets a burst of concurrent calls through up to the budget, and no further', async () => {
+      const ws = await env.workspace();
+      const answers = await Promise.all(Array.from({ length: BUDGET + 4 }, () => ws.call('GET', '/v1/me')));
+      const statuses = answers.map((res) => res.statusCode).sort();
+      expect(statuses).toEqual([...Array<number>(BUDGET).fill(200), 429, 429, 429, 429]);
+    });
+
     it('gives each key a budget of its own, within one workspace too', async () => {
       const ws = await env.workspace();
       for (let i = 0; i < BUDGET; i++) await ws.call('GET', '/v1/me');

@@ -1,0 +1,62 @@
+/**
+ * The `carepath` command as an operator runs it, for tests: real processes started from
+ * `bin/carepath.js`, their output collected, a free port to give them.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createServer } from 'node:net';
+import { fileURLToPath } from 'node:url';
+
+export const BIN = fileURLToPath(new URL('../../bin/carepath.js', import.meta.url));
+const STARTUP_MS = 45_000;
+
+/** The parent's environment without any CAREPATH_ setting, plus the ones given. */
+export function envWith(settings: Record<string, string>): NodeJS.ProcessEnv {
+  const env = Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith('CAREPATH_')));
+  return { ...env, ...settings };
+}
+
+export interface Spawned {
+  child: ChildProcess;
+  stdout: () => string;
+  stderr: () => string;
+  exited: Promise<number | null>;
+}
+
+/** Starts `carepath <args…>` with only the given CAREPATH_ settings. */
+export function start(args: string[], env: Record<string, string>): Spawned {
+  const child = spawn(process.execPath, [BIN, ...args], { env: envWith(env), stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout!.on('data', (chunk) => (stdout += chunk));
+  child.stderr!.on('data', (chunk) => (stderr += chunk));
+  const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
+  return { child, stdout: () => stdout, stderr: () => stderr, exited };
+}
+
+/** Runs a command that ends by itself (`carepath admin …`): its exit code and output. */
+export async function runToEnd(args: string[], env: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const spawned = start(args, env);
+  const code = await spawned.exited;
+  return { code, stdout: spawned.stdout(), stderr: spawned.stderr() };
+}
+
+/** Waits until the process's stdout matches (or it exits, or the start-up time runs out). */
+export async function waitFor(spawned: Spawned, pattern: RegExp): Promise<RegExpMatchArray> {
+  const deadline = Date.now() + STARTUP_MS;
+  for (;;) {
+    const match = spawned.stdout().match(pattern);
+    if (match) return match;
+    if (spawned.child.exitCode !== null) throw new Error(`exited early:\n${spawned.stdout()}\n${spawned.stderr()}`);
+    if (Date.now() > deadline) throw new Error(`no ${pattern} in:\n${spawned.stdout()}\n${spawned.stderr()}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+/** A port nobody listens on right now: the system picks it, then lets it go for the service. */
+export async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as { port: number };
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
