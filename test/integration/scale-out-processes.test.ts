@@ -6,8 +6,8 @@
  * PostgreSQL only: it is the store several processes share (SQLite is one process by rule;
  * cli-process.test.ts runs `carepath serve` on it). The same properties are tested inside one
  * process on both stores elsewhere; here they must hold between processes that share nothing
- * but the database: migrations, idempotency, the rate-limit budget, revocation, wake-ups, and
- * every run executed once.
+ * but the database: migrations, idempotency, the rate-limit budget, revocation, wake-ups,
+ * deliveries, and every run executed once.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -17,6 +17,7 @@ import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { freePort, runToEnd, start, waitFor, type Spawned } from '../helpers/cli-process.js';
 import { POSTGRES_URL } from '../helpers/stores.js';
+import { SIGNATURE_HEADER, signPayload } from '../../src/ingestion/signature.js';
 
 /** Per key; a budget this small is spent within the test, and refills too slowly to matter. */
 const BUDGET = 40;
@@ -41,6 +42,22 @@ const PATHWAY = {
   ],
 };
 
+/** Started by each new patient: tags the patient, so search shows the run did its work. */
+const WELCOME = {
+  name: 'Welcome new patients',
+  tags: [],
+  swimlanes: [],
+  nodes: [
+    { id: 'start', kind: 'start' },
+    { id: 'welcome', kind: 'action', automations: [{ id: 'welcomed', type: 'tag', with: { target: 'subject', add: ['welcomed'] } }] },
+    { id: 'done', kind: 'end' },
+  ],
+  links: [
+    { from: 'start', to: 'welcome' },
+    { from: 'welcome', to: 'done' },
+  ],
+};
+
 interface Answer {
   status: number;
   headers: Headers;
@@ -56,6 +73,7 @@ describe('scale-out: two `carepath api` and two `carepath worker` processes on o
   let db: pg.Client;
   let workspaceId: string;
   let triggerId: string;
+  let welcomeSourceId: string;
 
   const call = async (api: string, key: string, method: string, path: string, options: { body?: unknown; headers?: Record<string, string> } = {}): Promise<Answer> => {
     const res = await fetch(`${api}${path}`, {
@@ -99,6 +117,8 @@ describe('scale-out: two `carepath api` and two `carepath worker` processes on o
     const file = join(dir, 'pathway.json');
     writeFileSync(file, JSON.stringify(PATHWAY));
     const { id: sourceId } = JSON.parse(await admin('blueprint', 'import', file, '--workspace', workspaceId, '--json')) as { id: string };
+    writeFileSync(file, JSON.stringify(WELCOME));
+    ({ id: welcomeSourceId } = JSON.parse(await admin('blueprint', 'import', file, '--workspace', workspaceId, '--json')) as { id: string });
     const setup = await newKey('set-up');
     const created = await call(apis[0], setup.key, 'POST', '/v1/triggers', { body: { name: 'Scale-out', sourceId, type: 'web' } });
     expect(created.status).toBe(201);
@@ -196,6 +216,42 @@ describe('scale-out: two `carepath api` and two `carepath worker` processes on o
       await listener.end();
     }
   });
+
+  it('a delivery to one API process is processed by a worker once, replays to the other answer the same, and its events start runs', async () => {
+    const { key } = await newKey('inbound');
+    const webhook = await call(apis[0], key, 'POST', '/v1/webhooks', { body: { name: 'Admissions feed' } });
+    expect(webhook.status).toBe(201);
+    const { webhookId, secret } = webhook.body as { webhookId: string; secret: string };
+    const trigger = await call(apis[1], key, 'POST', '/v1/triggers', { body: { name: 'New patients', sourceId: welcomeSourceId, type: 'event', event: 'Patient.created' } });
+    expect(trigger.status).toBe(201);
+
+    const patient = (id: string, family: string) => ({ fullUrl: `urn:uuid:${id}`, resource: { resourceType: 'Patient', id, name: [{ family, given: ['Ada'] }] } });
+    const body = JSON.stringify({ resourceType: 'Bundle', type: 'transaction', entry: [patient('scale-p1', 'Lovelace'), patient('scale-p2', 'Byron')] });
+    const deliver = (api: string) =>
+      fetch(`${api}/v1/webhooks/${webhookId}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'idempotency-key': 'admissions-0001', [SIGNATURE_HEADER]: signPayload(secret, body) },
+        body,
+      });
+    const first = await deliver(apis[0]);
+    expect(first.status).toBe(202);
+    const accepted = await first.json();
+    expect(accepted).toEqual({ accepted: 2, idempotencyKey: 'admissions-0001' });
+    const replay = await deliver(apis[1]);
+    expect(replay.status).toBe(202);
+    expect(await replay.json()).toEqual(accepted);
+
+    const deliveries = async () => (await call(apis[1], key, 'GET', `/v1/webhooks/${webhookId}/deliveries`)).body.data as { status: string; runsStarted: number }[];
+    await expect.poll(async () => (await deliveries()).map((delivery) => delivery.status), { timeout: 30_000, interval: 200 }).toEqual(['processed']);
+    expect((await deliveries())[0].runsStarted).toBe(2);
+    const runs = await db.query<{ automation_status: string }>('select automation_status from runs where idempotency_key = $1', ['admissions-0001']);
+    expect(runs.rows).toHaveLength(2);
+    await expect
+      .poll(async () => (await db.query("select count(*) as n from runs where idempotency_key = $1 and automation_status = 'completed'", ['admissions-0001'])).rows[0].n, { timeout: 30_000, interval: 200 })
+      .toBe('2');
+    const welcomed = await call(apis[0], key, 'POST', '/v1/search', { body: { resourceType: 'Patient', filters: [{ op: 'with', tag: 'welcomed' }] } });
+    expect((welcomed.body.results as { extId: string }[]).map((hit) => hit.extId).sort()).toEqual(['scale-p1', 'scale-p2']);
+  }, 60_000);
 
   it('both API processes spend one rate-limit budget per key', async () => {
     const { key } = await newKey('budget');
