@@ -279,6 +279,57 @@ describe('scale-out: two `carepath api` and two `carepath worker` processes on o
     }
   });
 
+  it('after the database drops every connection of every process, they reconnect: requests answer, fires run, notifications flow', async () => {
+    const { key } = await newKey('reconnect');
+    const dropped = await db.query('select pg_terminate_backend(pid) from pg_stat_activity where datname = current_database() and pid <> pg_backend_pid()');
+    expect(dropped.rows.length).toBeGreaterThanOrEqual(4);
+    // A request may meet a connection the database has just closed: 503 store_unavailable with
+    // Retry-After, never a 500; the next ones get new connections.
+    const seen: Answer[] = [];
+    for (const api of apis) {
+      await expect
+        .poll(
+          async () => {
+            const answer = await call(api, key, 'GET', '/v1/me');
+            seen.push(answer);
+            return answer.status;
+          },
+          { timeout: 15_000, interval: 250 },
+        )
+        .toBe(200);
+    }
+    for (const answer of seen.filter((answer) => answer.status !== 200)) {
+      expect(answer.status).toBe(503);
+      expect(answer.body).toMatchObject({ code: 'store_unavailable', error: expect.any(String), requestId: expect.any(String) });
+      expect(answer.headers.get('retry-after')).toBe('1');
+    }
+    const listener = new pg.Client({ connectionString: databaseUrl });
+    await listener.connect();
+    try {
+      await listener.query('listen carepath_runs');
+      let heard = 0;
+      listener.on('notification', () => heard++);
+      const runIds: string[] = [];
+      // Each API process's own NOTIFY connection comes back within a second or two.
+      await expect
+        .poll(
+          async () => {
+            const fired = await call(apis[runIds.length % 2], key, 'POST', `/v1/triggers/${triggerId}`, { body: { payload: { n: runIds.length } } });
+            expect(fired.status).toBe(201);
+            runIds.push(fired.body.runId as string);
+            return heard > 0;
+          },
+          { timeout: 15_000, interval: 500 },
+        )
+        .toBe(true);
+      await expect
+        .poll(async () => (await db.query("select count(*) as n from runs where id = any($1) and automation_status = 'completed'", [runIds])).rows[0].n, { timeout: 30_000, interval: 250 })
+        .toBe(String(runIds.length));
+    } finally {
+      await listener.end();
+    }
+  }, 60_000);
+
   it('SIGTERM stops every process cleanly, with exit code 0', async () => {
     for (const spawned of processes) spawned.child.kill('SIGTERM');
     const codes = await Promise.all(processes.map((spawned) => spawned.exited));

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { storeUnavailable, withoutPassword, StoreUnavailableError } from '../../src/storage/store-unavailable.js';
+import { isTransientStoreError, storeUnavailable, withoutPassword, StoreUnavailableError } from '../../src/storage/store-unavailable.js';
 
 describe('storeUnavailable', () => {
   it('turns a failure to reach or open the store into a sentence naming the store, never its password', () => {
@@ -35,5 +35,29 @@ describe('storeUnavailable', () => {
     expect(withoutPassword('postgres://h/d?user=u&password=s3cret&sslmode=require')).toBe('postgres://h/d?user=u&password=***&sslmode=require');
     expect(withoutPassword('postgres://u:p@[bad')).toBe('postgres://… (not a valid URL)');
     expect(withoutPassword('sqlite::memory:')).toBe('sqlite::memory:');
+  });
+});
+
+describe('isTransientStoreError', () => {
+  const coded = (message: string, code: string) => Object.assign(new Error(message), { code });
+
+  it('knows a connection the database cut, none to be had, and SQLite busy past its timeout', () => {
+    expect(isTransientStoreError(coded('terminating connection due to administrator command', '57P01'))).toBe(true);
+    expect(isTransientStoreError(coded('the database system is shutting down', '57P03'))).toBe(true);
+    expect(isTransientStoreError(coded('connection failure', '08006'))).toBe(true);
+    expect(isTransientStoreError(coded('sorry, too many clients already', '53300'))).toBe(true);
+    expect(isTransientStoreError(coded('read ECONNRESET', 'ECONNRESET'))).toBe(true);
+    expect(isTransientStoreError(new Error('Connection terminated unexpectedly'))).toBe(true);
+    expect(isTransientStoreError(new Error('timeout exceeded when trying to connect'))).toBe(true);
+    expect(isTransientStoreError(coded('database is locked', 'SQLITE_BUSY'))).toBe(true);
+  });
+
+  it('leaves errors of the statement itself, and anything else, alone', () => {
+    expect(isTransientStoreError(coded('duplicate key value violates unique constraint "runs_pkey"', '23505'))).toBe(false);
+    expect(isTransientStoreError(coded('syntax error at or near "selec"', '42601'))).toBe(false);
+    expect(isTransientStoreError(coded('UNIQUE constraint failed: runs.id', 'SQLITE_CONSTRAINT_PRIMARYKEY'))).toBe(false);
+    expect(isTransientStoreError(new TypeError("Cannot read properties of undefined (reading 'id')"))).toBe(false);
+    expect(isTransientStoreError({ code: '57P01', message: 'not an Error' })).toBe(false);
+    expect(isTransientStoreError(null)).toBe(false);
   });
 });

@@ -2,6 +2,7 @@ import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from
 import { ApiError, ERROR_STATUS, type ErrorCode } from '../../lib/errors.js';
 import { TagSlug } from '../schemas/common.js';
 import { EventName } from '../../modules/triggers/trigger.schemas.js';
+import { isTransientStoreError } from '../../storage/store-unavailable.js';
 
 interface ValidationIssue {
   instancePath: string;
@@ -76,13 +77,18 @@ export function sendError(reply: FastifyReply, error: ApiError): FastifyReply {
 }
 
 /**
- * One place maps every failure to `{error, code, requestId}`. Unexpected errors are logged with
- * their stack but never a body; the client sees only `internal`.
+ * One place maps every failure to `{error, code, requestId}`. A store that did not answer (a
+ * cut connection, none to be had, SQLite busy) is 503 `store_unavailable` with Retry-After.
+ * Unexpected errors are logged with their stack but never a body; the client sees only `internal`.
  */
 export function registerErrorHandling(app: FastifyInstance): void {
   app.setErrorHandler((error: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
     const known = error instanceof ApiError ? error : mapFrameworkError(error);
     if (known) return sendError(reply, known);
+    if (isTransientStoreError(error)) {
+      request.log.warn({ err: { type: error.name, message: error.message } }, 'the store did not answer');
+      return sendError(reply, new ApiError('store_unavailable', 'the database did not answer; retry shortly', { 'retry-after': '1' }));
+    }
     request.log.error({ err: { type: error.name, message: error.message, stack: error.stack } }, 'unexpected error');
     return sendError(reply, new ApiError('internal', 'internal server error'));
   });

@@ -71,7 +71,7 @@ export async function registerDeliveryRoutes(app: Api, container: Container): Pr
             '`GET /v1/webhooks/{webhookId}/deliveries`.',
           security: [],
           params: IdParams('webhookId'),
-          response: { 202: Accepted, 400: ErrorBody, 401: ErrorBody, 403: ErrorBody, 404: ErrorBody, 409: ErrorBody, 413: ErrorBody, 415: ErrorBody, 429: ErrorBody },
+          response: { 202: Accepted, 400: ErrorBody, 401: ErrorBody, 403: ErrorBody, 404: ErrorBody, 409: ErrorBody, 413: ErrorBody, 415: ErrorBody, 429: ErrorBody, 503: ErrorBody },
         },
       },
       async (request, reply) => {

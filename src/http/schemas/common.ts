@@ -29,6 +29,7 @@ export const commonErrors = {
   403: ErrorBody,
   404: ErrorBody,
   429: ErrorBody,
+  503: ErrorBody,
 };
 
 /** Tag slugs (DESIGN §8). */

@@ -1,0 +1,63 @@
+/**
+ * A request that meets a store that does not answer (SQLite locked by another process past its
+ * busy timeout; a PostgreSQL connection cut under it) is answered 503 `store_unavailable` with
+ * Retry-After, not 500; nothing of it is written, and the next request goes through.
+ */
+import { sql } from 'kysely';
+import { expect, it } from 'vitest';
+import Database from 'better-sqlite3';
+import pg from 'pg';
+import { describeEachStore, simpleBlueprint } from '../helpers/test-env.js';
+import { webTriggerFor } from '../helpers/engine-harness.js';
+
+describeEachStore('a store that does not answer', (env) => {
+  it('answers a fire 503 store_unavailable with Retry-After, writes nothing, and the next fire goes through', async () => {
+    const ws = await env.workspace();
+    const { triggerId } = await webTriggerFor(ws, simpleBlueprint(), { autoStart: false });
+    const runsOfTrigger = async () => Number((await env.db.selectFrom('runs').select((eb) => eb.fn.countAll<number>().as('n')).where('trigger_id', '=', triggerId).executeTakeFirstOrThrow()).n);
+
+    let answer;
+    if (env.kind === 'sqlite') {
+      // Another process holds the write lock for longer than the service waits for it (5 s).
+      const path = env.container.config.databaseUrl.slice('sqlite:'.length);
+      const other = new Database(path);
+      other.exec('begin immediate');
+      try {
+        answer = await ws.call('POST', `/v1/triggers/${triggerId}`, { body: { payload: { n: 1 } } });
+      } finally {
+        other.exec('rollback');
+        other.close();
+      }
+    } else {
+      // The fire waits behind a lock; then the database ends its connection, as in a failover.
+      const schema = (await sql<{ s: string }>`select current_schema() as s`.execute(env.db)).rows[0].s;
+      const locker = new pg.Client({ connectionString: env.container.config.databaseUrl });
+      await locker.connect();
+      try {
+        await locker.query('begin');
+        await locker.query(`lock table ${schema}.runs in access exclusive mode`);
+        const pending = ws.call('POST', `/v1/triggers/${triggerId}`, { body: { payload: { n: 1 } } });
+        await expect
+          .poll(async () => {
+            const waiting = await locker.query(
+              "select pg_terminate_backend(pid) as ended from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock' and pid <> pg_backend_pid()",
+            );
+            return waiting.rows.length;
+          }, { timeout: 10_000, interval: 50 })
+          .toBeGreaterThan(0);
+        answer = await pending;
+      } finally {
+        await locker.query('rollback').catch(() => undefined);
+        await locker.end();
+      }
+    }
+    expect(answer.statusCode).toBe(503);
+    expect(answer.json()).toEqual({ error: expect.stringContaining('retry'), code: 'store_unavailable', requestId: expect.any(String) });
+    expect(answer.headers['retry-after']).toBe('1');
+    expect(await runsOfTrigger()).toBe(0);
+
+    const next = await ws.call('POST', `/v1/triggers/${triggerId}`, { body: { payload: { n: 2 } } });
+    expect(next.statusCode).toBe(201);
+    expect(await runsOfTrigger()).toBe(1);
+  }, 30_000);
+});
