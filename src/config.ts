@@ -62,6 +62,13 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   if (secretKey !== undefined && !decodeSecretKey(secretKey)) {
     throw new ConfigError('CAREPATH_SECRET_KEY must be 32 bytes, written as 64 hex characters or base64');
   }
+  // Without a key, webhook signing secrets are stored as they are: fine for a first try on a
+  // laptop, not for patients' data (docs/operations.md "Secrets").
+  if (secretKey === undefined && environment === 'production') {
+    throw new ConfigError(
+      'CAREPATH_SECRET_KEY must be set when CAREPATH_ENVIRONMENT=production: webhook signing secrets are sealed with it (make one with: openssl rand -hex 32)',
+    );
+  }
   return Object.freeze({
     databaseUrl,
     host,

@@ -263,6 +263,12 @@ describe('secret box', () => {
     expect(loadConfig({ CAREPATH_SECRET_KEY: HEX_KEY }).secretKey).toBe(HEX_KEY);
     expect(() => loadConfig({ CAREPATH_SECRET_KEY: 'too-short' })).toThrow(ConfigError);
   });
+
+  it('must be set in production: secrets are never stored unsealed there', () => {
+    expect(() => loadConfig({ CAREPATH_ENVIRONMENT: 'production' })).toThrow(/CAREPATH_SECRET_KEY must be set when CAREPATH_ENVIRONMENT=production/);
+    expect(loadConfig({ CAREPATH_ENVIRONMENT: 'production', CAREPATH_SECRET_KEY: HEX_KEY }).environment).toBe('production');
+    expect(loadConfig({ CAREPATH_ENVIRONMENT: 'staging' }).secretKey).toBeUndefined();
+  });
 });
 
 function randomUuid(): string {
