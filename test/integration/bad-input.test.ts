@@ -395,6 +395,29 @@ describeEachStore('bad input on every management route', (env) => {
     }
   });
 
+  it('says what is wrong with the Authorization header itself, and tells an unknown key from a revoked one not at all', async () => {
+    const ws = await env.workspace();
+    const revoked = await ws.keyWith([]);
+    await ws.revoke(revoked.keyId);
+    const messages = new Map<string, string>();
+    for (const [name, authorization] of [
+      ['none', undefined],
+      ['no scheme', ws.key],
+      ['basic', `Basic ${Buffer.from(`x:${ws.key}`).toString('base64')}`],
+      ['unknown', `Bearer cpk_staging_${'A'.repeat(43)}`],
+      ['revoked', `Bearer ${revoked.key}`],
+    ] as const) {
+      const res = await ws.call('GET', '/v1/me', { key: null, headers: authorization ? { authorization } : {} });
+      expectError(res, 401, 'invalid_api_key');
+      messages.set(name, res.json().error);
+    }
+    expect(messages.get('none')).toBe('no API key: send the header Authorization: Bearer <key>');
+    expect(messages.get('no scheme')).toBe('the Authorization header must read Bearer <key>');
+    expect(messages.get('basic')).toBe('the Authorization header must read Bearer <key>');
+    expect(messages.get('unknown')).toBe('invalid or revoked API key');
+    expect(messages.get('revoked')).toBe(messages.get('unknown'));
+  });
+
   it('answers 401 without a key, with a malformed key and with a revoked key', async () => {
     const ws = await env.workspace();
     const f = await fixture(ws);

@@ -36,6 +36,18 @@ function presentedKey(request: FastifyRequest): string | null {
 }
 
 /**
+ * Why no key was found, as far as the request itself shows: a missing header and a header of
+ * another form are said apart (the caller's own mistake, nothing about any key); an unknown key
+ * and a revoked one are not.
+ */
+function whyNoKey(request: FastifyRequest): string {
+  const header = request.headers.authorization;
+  if (!header) return 'no API key: send the header Authorization: Bearer <key>';
+  if (!/^Bearer\s+\S+\s*$/i.test(header)) return 'the Authorization header must read Bearer <key>';
+  return 'invalid or revoked API key';
+}
+
+/**
  * Every route registered in this context needs a key. The order is fixed: who (401), how often
  * (429), may they (403). The key is looked up on every request, never cached, so a revoked key
  * fails on the very next call of any process.
@@ -50,7 +62,7 @@ export function requireApiKey(app: FastifyInstance, container: Container): void 
   app.addHook('onRequest', async (request, reply) => {
     const secret = presentedKey(request);
     const key = secret && looksLikeApiKey(secret) ? await container.keys.resolve(secret) : null;
-    if (!key) throw new ApiError('invalid_api_key', 'missing, invalid or revoked API key');
+    if (!key) throw new ApiError('invalid_api_key', whyNoKey(request));
 
     const decision = await container.rateLimiter.take(`key:${key.keyId}`);
     setRateLimitHeaders(reply, decision);
