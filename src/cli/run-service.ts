@@ -9,6 +9,7 @@ import { startBackgroundServices, type RunningService } from '../background.js';
 import { shutdownSignal, startServer, type RunningServer } from '../server.js';
 import { demoNotice, seedDemoIfEmpty } from './demo-seed.js';
 import { startStoreSignals, type StoreSignals } from '../engine/store-signals.js';
+import { holdSqliteProcessLock } from '../storage/sqlite-process-lock.js';
 
 export interface ServiceParts {
   http: boolean;
@@ -40,7 +41,12 @@ async function stopInOrder(steps: (() => Promise<void>)[]): Promise<void> {
 export async function runService(config: Config, parts: ServiceParts, print: (text: string) => void): Promise<void> {
   // Listen for signals before starting, so one that arrives during start-up still stops cleanly.
   const stopping = shutdownSignal();
-  const container = await createContainer(config);
+  // On SQLite, one such process per database file: a second one stops here with a sentence.
+  const lock = holdSqliteProcessLock(config.databaseUrl);
+  const container = await createContainer(config).catch((error: unknown) => {
+    lock?.release();
+    throw error;
+  });
   let server: RunningServer | null = null;
   let background: RunningService | null = null;
   let forwarding: StoreSignals | null = null;
@@ -65,6 +71,7 @@ export async function runService(config: Config, parts: ServiceParts, print: (te
       async () => background?.stop(),
       async () => forwarding?.close(),
       () => container.close(),
+      async () => lock?.release(),
     ]);
   }
 }

@@ -106,6 +106,18 @@ describe('the carepath process [sqlite]', () => {
     });
     expect(((await search.json()) as { results: { extId: string }[] }).results.map((hit) => hit.extId)).toEqual(['demo-patient']);
 
+    // A second long-running process on the same SQLite file is refused, in one sentence; the
+    // admin commands still run beside the service.
+    const twin = start(['worker'], env);
+    running.push(twin);
+    expect(await twin.exited).toBe(1);
+    expect(twin.stderr().trim()).toBe(
+      `carepath: the store in CAREPATH_DATABASE_URL (${env.CAREPATH_DATABASE_URL}) is in use by another carepath process; SQLite serves one process: stop the other one, or use PostgreSQL to run several (docs/operations.md)`,
+    );
+    const listed = start(['admin', 'key', 'list', '--workspace', '00000000-0000-7000-8000-000000000000', '--json'], env);
+    expect(await listed.exited).not.toBe(null);
+    expect(listed.stderr()).not.toContain('in use by another carepath process');
+
     first.child.kill('SIGTERM');
     expect(await first.exited).toBe(0);
     expect(first.stderr()).toBe('');

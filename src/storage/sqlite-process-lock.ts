@@ -1,0 +1,46 @@
+/**
+ * SQLite serves one `carepath` process (docs/operations.md): a second `serve`, `api` or `worker`
+ * on the same file would keep its own rate-limit budgets and wake-ups, and one of the two would
+ * be left waiting on the other's writes. Rather than find that out from odd behaviour at 2 a.m.,
+ * a long-running command holds a lock beside the database file for its whole life, and a second
+ * one is refused at start with a sentence saying why.
+ *
+ * The lock is SQLite's own: a tiny database `<file>.process-lock` opened in exclusive locking
+ * mode and written once, so its file lock is held until the process ends; the operating system
+ * lets go of it when the process dies, however it dies, so no stale lock is ever left behind.
+ * `carepath migrate` and `carepath admin` take no lock: they are short and meant to run beside
+ * the service.
+ */
+import { mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
+import BetterSqlite3 from 'better-sqlite3';
+import { StoreUnavailableError } from './store-unavailable.js';
+
+export interface ProcessLock {
+  release(): void;
+}
+
+/** The lock for a SQLite file store; null for PostgreSQL and in-memory stores. */
+export function holdSqliteProcessLock(databaseUrl: string): ProcessLock | null {
+  if (!databaseUrl.startsWith('sqlite:')) return null;
+  const path = databaseUrl.slice('sqlite:'.length);
+  if (path === '' || path === ':memory:') return null;
+  mkdirSync(dirname(path), { recursive: true });
+  const lock = new BetterSqlite3(`${path}.process-lock`, { timeout: 0 });
+  try {
+    lock.pragma('journal_mode = MEMORY');
+    lock.pragma('locking_mode = EXCLUSIVE');
+    lock.exec('create table if not exists holder (pid integer not null, started_at text not null); delete from holder');
+    lock.prepare('insert into holder (pid, started_at) values (?, ?)').run(process.pid, new Date().toISOString());
+  } catch (error) {
+    lock.close();
+    if ((error as { code?: unknown }).code === 'SQLITE_BUSY') {
+      throw new StoreUnavailableError(
+        `the store in CAREPATH_DATABASE_URL (${databaseUrl}) is in use by another carepath process; ` +
+          'SQLite serves one process: stop the other one, or use PostgreSQL to run several (docs/operations.md)',
+      );
+    }
+    throw error;
+  }
+  return { release: () => lock.close() };
+}
