@@ -40,6 +40,10 @@ export async function buildApp(container: Container, options: AppOptions = {}): 
 
   app.addHook('onRequest', async (request, reply) => {
     reply.header('X-Request-Id', request.id);
+    // Answers carry health data: no cache on the way (a proxy, a browser) may keep them, and
+    // none may be read as anything but the type they say (OWASP REST security headers).
+    reply.header('Cache-Control', 'no-store');
+    reply.header('X-Content-Type-Options', 'nosniff');
   });
   registerErrorHandling(app);
   acceptJsonOnly(app);

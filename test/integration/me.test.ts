@@ -17,6 +17,9 @@ describeEachStore('GET /v1/me', (env) => {
       environment: 'staging',
     });
     expect(res.headers['ratelimit-limit']).toBeDefined();
+    // Health data is never kept by a cache on the way, nor read as another type.
+    expect(res.headers['cache-control']).toBe('no-store');
+    expect(res.headers['x-content-type-options']).toBe('nosniff');
   });
 
   it('answers 401 with the error body for a missing, malformed or unknown key', async () => {
@@ -33,6 +36,7 @@ describeEachStore('GET /v1/me', (env) => {
       expect(body.code).toBe('invalid_api_key');
       expect(typeof body.error).toBe('string');
       expect(body.requestId).toBe(res.headers['x-request-id']);
+      expect(res.headers['cache-control']).toBe('no-store');
     }
   });
 
