@@ -41,7 +41,7 @@ const OPERATIONS = [
 ];
 
 type Schema = { type?: string; additionalProperties?: boolean; required?: string[]; properties?: Record<string, unknown> };
-type Operation = { requestBody?: { content: Record<string, { schema: Schema }> }; responses: Record<string, { content?: Record<string, { schema: Schema }> }> };
+type Operation = { operationId?: string; requestBody?: { content: Record<string, { schema: Schema }> }; responses: Record<string, { content?: Record<string, { schema: Schema }> }> };
 
 describeEachStore('GET /v1/openapi.json and /docs', (env) => {
   it('documents every operation, without a key, and none of the operational routes', async () => {
@@ -52,6 +52,15 @@ describeEachStore('GET /v1/openapi.json and /docs', (env) => {
     const documented = Object.entries(doc.paths).flatMap(([path, methods]) => Object.keys(methods).map((method) => `${method.toUpperCase()} ${path}`));
     for (const operation of OPERATIONS) expect(documented).toContain(operation);
     for (const hidden of ['/healthz', '/readyz', '/metrics', '/v1/openapi.json']) expect(Object.keys(doc.paths)).not.toContain(hidden);
+  });
+
+  it('names every operation with an operationId of its own, for generated clients', async () => {
+    const doc = (await env.app.inject({ method: 'GET', url: '/v1/openapi.json' })).json() as { paths: Record<string, Record<string, Operation>> };
+    const ids = Object.values(doc.paths).flatMap((methods) => Object.values(methods).map((operation) => operation.operationId));
+    expect(ids.every((id) => typeof id === 'string' && /^[a-z][A-Za-z]+$/.test(id))).toBe(true);
+    expect(new Set(ids).size).toBe(ids.length);
+    expect(doc.paths['/v1/triggers/{triggerId}'].post.operationId).toBe('fireTrigger');
+    expect(doc.paths['/v1/runs/{runId}/pause'].post.operationId).toBe('pauseRun');
   });
 
   it('describes bodies with the schemas that validate them: what the document refuses, the API refuses', async () => {

@@ -35,7 +35,7 @@ export function registerAuditRoutes(api: Api, container: Container): void {
       config: { scope: 'audit:read' },
       schema: {
         tags: ['Audit'],
-        summary: 'Audit events of this workspace, newest first',
+        operationId: 'listAuditEvents', summary: 'Audit events of this workspace, newest first',
         querystring: ListAuditQuery,
         response: { 200: ListEnvelope(AuditEventSchema), ...commonErrors },
       },

@@ -42,7 +42,7 @@ export function registerDiagramRoutes(api: Api, container: Container): void {
       config: { scope: 'diagrams:read' },
       schema: {
         tags,
-        summary: 'List blueprints or instances, newest first',
+        operationId: 'listDiagrams', summary: 'List blueprints or instances, newest first',
         description:
           '`type` defaults to `blueprint`, or to `instance` when `sourceId` (instances copied from that blueprint) is given; ' +
           '`sourceId` with `type=blueprint` is refused.',
@@ -64,7 +64,7 @@ export function registerDiagramRoutes(api: Api, container: Container): void {
     '/v1/diagrams/:id',
     {
       config: { scope: 'diagrams:read' },
-      schema: { tags, summary: 'Get the metadata of a diagram', params: DiagramParams, response: { 200: DiagramSchema, ...commonErrors } },
+      schema: { tags, operationId: 'getDiagram', summary: 'Get the metadata of a diagram', params: DiagramParams, response: { 200: DiagramSchema, ...commonErrors } },
     },
     async (request) => {
       const diagram = await findDiagram(container.db, request.ctx.workspaceId, request.params.id);

@@ -17,7 +17,7 @@ export function registerMeRoutes(api: Api): void {
     {
       config: { scope: null },
       schema: {
-        summary: 'The key context: tenant, workspace, key and environment',
+        operationId: 'getKeyContext', summary: 'The key context: tenant, workspace, key and environment',
         tags: ['Key context'],
         response: { 200: KeyContextSchema, ...commonErrors },
       },

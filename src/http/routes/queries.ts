@@ -17,7 +17,7 @@ export function registerQueryRoutes(api: Api, container: Container): void {
     '/v1/queries',
     {
       config: { scope: 'queries:write' },
-      schema: { tags, summary: 'Save a query', body: CreateQueryBody, response: { 201: QueryView, ...commonErrors } },
+      schema: { tags, operationId: 'createQuery', summary: 'Save a query', body: CreateQueryBody, response: { 201: QueryView, ...commonErrors } },
     },
     async (request, reply) => reply.code(201).send(await createQuery(container.db, request.ctx, request.body, now())),
   );
@@ -28,7 +28,7 @@ export function registerQueryRoutes(api: Api, container: Container): void {
       config: { scope: 'queries:read' },
       schema: {
         tags,
-        summary: 'List saved queries, newest first',
+        operationId: 'listQueries', summary: 'List saved queries, newest first',
         querystring: ListQueriesQuery,
         response: { 200: ListEnvelope(QueryView), ...commonErrors },
       },
@@ -40,7 +40,7 @@ export function registerQueryRoutes(api: Api, container: Container): void {
     '/v1/queries/:queryId',
     {
       config: { scope: 'queries:read' },
-      schema: { tags, summary: 'Get a saved query', params: QueryParams, response: { 200: QueryView, ...commonErrors } },
+      schema: { tags, operationId: 'getQuery', summary: 'Get a saved query', params: QueryParams, response: { 200: QueryView, ...commonErrors } },
     },
     async (request) => {
       const row = await findQuery(container.db, request.ctx.workspaceId, request.params.queryId);
@@ -55,7 +55,7 @@ export function registerQueryRoutes(api: Api, container: Container): void {
       config: { scope: 'queries:write' },
       schema: {
         tags,
-        summary: 'Update a saved query (partial)',
+        operationId: 'updateQuery', summary: 'Update a saved query (partial)',
         params: QueryParams,
         body: UpdateQueryBody,
         response: { 200: QueryView, ...commonErrors },
@@ -70,7 +70,7 @@ export function registerQueryRoutes(api: Api, container: Container): void {
       config: { scope: 'queries:write' },
       schema: {
         tags,
-        summary: 'Delete a saved query (409 while an active trigger uses it)',
+        operationId: 'deleteQuery', summary: 'Delete a saved query (409 while an active trigger uses it)',
         params: QueryParams,
         response: { 204: Type.Null(), ...commonErrors, 409: ErrorBody },
       },

@@ -45,7 +45,7 @@ export function registerRunRoutes(api: Api, container: Container): void {
     '/v1/runs',
     {
       config: { scope: 'runs:read' },
-      schema: { tags, summary: 'List runs, newest first', querystring: ListRunsQuery, response: { 200: ListEnvelope(RunSchema), ...commonErrors } },
+      schema: { tags, operationId: 'listRuns', summary: 'List runs, newest first', querystring: ListRunsQuery, response: { 200: ListEnvelope(RunSchema), ...commonErrors } },
     },
     async (request) => listRuns(container.db, request.ctx.workspaceId, { ...request.query, limit: request.query.limit ?? 25 }),
   );
@@ -54,7 +54,7 @@ export function registerRunRoutes(api: Api, container: Container): void {
     '/v1/runs/:runId',
     {
       config: { scope: 'runs:read' },
-      schema: { tags, summary: 'Get a run', params: RunParams, response: { 200: RunSchema, ...commonErrors } },
+      schema: { tags, operationId: 'getRun', summary: 'Get a run', params: RunParams, response: { 200: RunSchema, ...commonErrors } },
     },
     async (request) => {
       const run = await findRun(container.db, request.ctx.workspaceId, request.params.runId);
@@ -68,7 +68,7 @@ export function registerRunRoutes(api: Api, container: Container): void {
       `/v1/runs/:runId/${action}`,
       {
         config: { scope: 'runs:write' },
-        schema: { tags, summary: ACTION_SUMMARY[action], params: RunParams, response: { 200: RunSchema, ...commonErrors, 409: ErrorBody } },
+        schema: { tags, operationId: `${action}Run`, summary: ACTION_SUMMARY[action], params: RunParams, response: { 200: RunSchema, ...commonErrors, 409: ErrorBody } },
       },
       async (request) => {
         const result = await applyRunAction(

@@ -43,7 +43,7 @@ export function registerTriggerRoutes(api: Api, container: Container): void {
     '/v1/triggers',
     {
       config: { scope: 'triggers:write' },
-      schema: { tags, summary: 'Create a trigger', body: CreateTriggerBody, response: { 201: TriggerView, ...commonErrors } },
+      schema: { tags, operationId: 'createTrigger', summary: 'Create a trigger', body: CreateTriggerBody, response: { 201: TriggerView, ...commonErrors } },
     },
     async (request, reply) => reply.code(201).send(await createTrigger(container.db, request.ctx, request.body, now())),
   );
@@ -52,7 +52,7 @@ export function registerTriggerRoutes(api: Api, container: Container): void {
     '/v1/triggers',
     {
       config: { scope: 'triggers:read' },
-      schema: { tags, summary: 'List triggers', querystring: ListTriggersQuery, response: { 200: ListEnvelope(TriggerView), ...commonErrors } },
+      schema: { tags, operationId: 'listTriggers', summary: 'List triggers', querystring: ListTriggersQuery, response: { 200: ListEnvelope(TriggerView), ...commonErrors } },
     },
     async (request) => listTriggers(container.db, request.ctx.workspaceId, { ...request.query, limit: request.query.limit ?? 25 }),
   );
@@ -61,7 +61,7 @@ export function registerTriggerRoutes(api: Api, container: Container): void {
     '/v1/triggers/:triggerId',
     {
       config: { scope: 'triggers:read' },
-      schema: { tags, summary: 'Get a trigger', params: TriggerParams, response: { 200: TriggerView, ...commonErrors } },
+      schema: { tags, operationId: 'getTrigger', summary: 'Get a trigger', params: TriggerParams, response: { 200: TriggerView, ...commonErrors } },
     },
     async (request) => {
       const row = await findTrigger(container.db, request.ctx.workspaceId, request.params.triggerId);
@@ -76,7 +76,7 @@ export function registerTriggerRoutes(api: Api, container: Container): void {
       config: { scope: 'triggers:write' },
       schema: {
         tags,
-        summary: 'Update a trigger (partial; type cannot change)',
+        operationId: 'updateTrigger', summary: 'Update a trigger (partial; type cannot change)',
         params: TriggerParams,
         body: UpdateTriggerBody,
         response: { 200: TriggerView, ...commonErrors },
@@ -89,7 +89,7 @@ export function registerTriggerRoutes(api: Api, container: Container): void {
     '/v1/triggers/:triggerId',
     {
       config: { scope: 'triggers:write' },
-      schema: { tags, summary: 'Delete a trigger (its runs are kept)', params: TriggerParams, response: { 204: Type.Null(), ...commonErrors } },
+      schema: { tags, operationId: 'deleteTrigger', summary: 'Delete a trigger (its runs are kept)', params: TriggerParams, response: { 204: Type.Null(), ...commonErrors } },
     },
     async (request, reply) => {
       await deleteTrigger(container.db, request.ctx, request.params.triggerId, now());
@@ -103,7 +103,7 @@ export function registerTriggerRoutes(api: Api, container: Container): void {
       config: { scope: 'runs:write' },
       schema: {
         tags,
-        summary: 'Fire a web trigger: copy its blueprint into a new run',
+        operationId: 'fireTrigger', summary: 'Fire a web trigger: copy its blueprint into a new run',
         description:
           'Send `Idempotency-Key` (header, or `idempotencyKey` in the body; the header wins). The same key and ' +
           'body answer the original run with 200 and `Idempotent-Replayed: true`; the same key with another body is 409.',
@@ -138,7 +138,7 @@ export function registerTriggerRoutes(api: Api, container: Container): void {
     '/v1/triggers/:triggerId/status',
     {
       config: { scope: 'runs:read' },
-      schema: { tags, summary: 'Aggregate run status of a trigger', params: TriggerParams, response: { 200: TriggerStatus, ...commonErrors } },
+      schema: { tags, operationId: 'getTriggerStatus', summary: 'Aggregate run status of a trigger', params: TriggerParams, response: { 200: TriggerStatus, ...commonErrors } },
     },
     async (request) => {
       const { workspaceId } = request.ctx;
