@@ -35,7 +35,8 @@ export function registerAuditRoutes(api: Api, container: Container): void {
       config: { scope: 'audit:read' },
       schema: {
         tags: ['Audit'],
-        operationId: 'listAuditEvents', summary: 'Audit events of this workspace, newest first',
+        operationId: 'listAuditEvents',
+        summary: 'Audit events of this workspace, newest first',
         querystring: ListAuditQuery,
         response: { 200: ListEnvelope(AuditEventSchema), ...commonErrors },
       },

@@ -62,7 +62,8 @@ export async function registerDeliveryRoutes(app: Api, container: Container): Pr
         bodyLimit: MAX_DELIVERY_BYTES,
         schema: {
           tags: ['Webhook deliveries'],
-          operationId: 'deliverToWebhook', summary: 'Deliver data: a FHIR R4 Bundle or resource, or plain records (signed)',
+          operationId: 'deliverToWebhook',
+          summary: 'Deliver data: a FHIR R4 Bundle or resource, or plain records (signed)',
           description:
             'Authenticated by `X-Service-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<raw body>">` ' +
             '(or, for endpoints created with `auth: "bearer"`, `Authorization: Bearer <endpoint secret>`), not by an ' +

@@ -42,7 +42,8 @@ export function registerDiagramRoutes(api: Api, container: Container): void {
       config: { scope: 'diagrams:read' },
       schema: {
         tags,
-        operationId: 'listDiagrams', summary: 'List blueprints or instances, newest first',
+        operationId: 'listDiagrams',
+        summary: 'List blueprints or instances, newest first',
         description:
           '`type` defaults to `blueprint`, or to `instance` when `sourceId` (instances copied from that blueprint) is given; ' +
           '`sourceId` with `type=blueprint` is refused.',

@@ -54,7 +54,8 @@ export function registerEngineRoutes(api: Api, container: Container): void {
       config: { scope: 'runs:read' },
       schema: {
         tags: ['Runs'],
-        operationId: 'listRunSteps', summary: "A run's step timeline, in the order the steps started",
+        operationId: 'listRunSteps',
+        summary: "A run's step timeline, in the order the steps started",
         params: IdParams('runId'),
         response: { 200: TimelineSchema, ...commonErrors },
       },
@@ -72,7 +73,8 @@ export function registerEngineRoutes(api: Api, container: Container): void {
       config: { scope: 'diagrams:read' },
       schema: {
         tags: ['Diagrams'],
-        operationId: 'getDiagramGraph', summary: 'The graph of a diagram in the blueprint file format; for an instance, each node with its state and times',
+        operationId: 'getDiagramGraph',
+        summary: 'The graph of a diagram in the blueprint file format; for an instance, each node with its state and times',
         params: IdParams('id'),
         response: { 200: GraphSchema, ...commonErrors },
       },

@@ -58,7 +58,8 @@ export function registerInboundRoutes(api: Api, container: Container): void {
       config: { scope: 'webhooks:read' },
       schema: {
         tags: ['Webhook endpoints'],
-        operationId: 'listWebhookDeliveries', summary: 'Deliveries to an endpoint, newest first: status, counts, skipped entries, events, runs, error',
+        operationId: 'listWebhookDeliveries',
+        summary: 'Deliveries to an endpoint, newest first: status, counts, skipped entries, events, runs, error',
         params: IdParams('webhookId'),
         querystring: ListDeliveriesQuery,
         response: { 200: ListEnvelope(DeliveryView), ...commonErrors },
@@ -79,7 +80,8 @@ export function registerInboundRoutes(api: Api, container: Container): void {
       config: { scope: null },
       schema: {
         tags: ['Events'],
-        operationId: 'getEventCatalog', summary: 'The events deliveries can raise, and what raises each',
+        operationId: 'getEventCatalog',
+        summary: 'The events deliveries can raise, and what raises each',
         description:
           '`<ResourceType>.created|updated|deleted` for every FHIR R4 resource type, and `<ResourceType>.<status>` when a ' +
           'resource arrives with a status it did not have before. Filter with `resourceType`.',
@@ -99,7 +101,8 @@ export function registerInboundRoutes(api: Api, container: Container): void {
       config: { scope: 'runs:write' },
       schema: {
         tags: ['Triggers'],
-        operationId: 'evaluateTrigger', summary: "Run a search trigger's saved query now: one run per matching record",
+        operationId: 'evaluateTrigger',
+        summary: "Run a search trigger's saved query now: one run per matching record",
         description:
           'Same semantics as a schedule tick: the subject of each run is the matched record, onePerSubject holds back ' +
           'records with a live run of this trigger, and every run carries the answered `idempotencyKey`. Only search ' +

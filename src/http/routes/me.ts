@@ -17,7 +17,8 @@ export function registerMeRoutes(api: Api): void {
     {
       config: { scope: null },
       schema: {
-        operationId: 'getKeyContext', summary: 'The key context: tenant, workspace, key and environment',
+        operationId: 'getKeyContext',
+        summary: 'The key context: tenant, workspace, key and environment',
         tags: ['Key context'],
         response: { 200: KeyContextSchema, ...commonErrors },
       },

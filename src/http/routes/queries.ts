@@ -28,7 +28,8 @@ export function registerQueryRoutes(api: Api, container: Container): void {
       config: { scope: 'queries:read' },
       schema: {
         tags,
-        operationId: 'listQueries', summary: 'List saved queries, newest first',
+        operationId: 'listQueries',
+        summary: 'List saved queries, newest first',
         querystring: ListQueriesQuery,
         response: { 200: ListEnvelope(QueryView), ...commonErrors },
       },
@@ -55,7 +56,8 @@ export function registerQueryRoutes(api: Api, container: Container): void {
       config: { scope: 'queries:write' },
       schema: {
         tags,
-        operationId: 'updateQuery', summary: 'Update a saved query (partial)',
+        operationId: 'updateQuery',
+        summary: 'Update a saved query (partial)',
         params: QueryParams,
         body: UpdateQueryBody,
         response: { 200: QueryView, ...commonErrors },
@@ -70,7 +72,8 @@ export function registerQueryRoutes(api: Api, container: Container): void {
       config: { scope: 'queries:write' },
       schema: {
         tags,
-        operationId: 'deleteQuery', summary: 'Delete a saved query (409 while an active trigger uses it)',
+        operationId: 'deleteQuery',
+        summary: 'Delete a saved query (409 while an active trigger uses it)',
         params: QueryParams,
         response: { 204: Type.Null(), ...commonErrors, 409: ErrorBody },
       },

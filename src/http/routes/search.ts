@@ -14,7 +14,8 @@ export function registerSearchRoutes(api: Api, container: Container): void {
       config: { scope: 'search:read' },
       schema: {
         tags,
-        operationId: 'searchRecords', summary: 'Search patients, pathways or practitioners by tag filters',
+        operationId: 'searchRecords',
+        summary: 'Search patients, pathways or practitioners by tag filters',
         description:
           'Filters are ANDed. `order` is `name` (default), `createdAt`, `updatedAt` or `extId`; ties are broken by id. ' +
           'Patient and Pathway searches are audited as `search.execute` with the ids returned.',
@@ -31,7 +32,8 @@ export function registerSearchRoutes(api: Api, container: Container): void {
       config: { scope: 'search:read' },
       schema: {
         tags,
-        operationId: 'countRecords', summary: 'Count the records a search would find',
+        operationId: 'countRecords',
+        summary: 'Count the records a search would find',
         description: 'Same body as search; `limit`, `offset` and the order fields are accepted and ignored.',
         body: SearchBody,
         response: { 200: CountResult, ...commonErrors },

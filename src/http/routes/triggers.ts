@@ -76,7 +76,8 @@ export function registerTriggerRoutes(api: Api, container: Container): void {
       config: { scope: 'triggers:write' },
       schema: {
         tags,
-        operationId: 'updateTrigger', summary: 'Update a trigger (partial; type cannot change)',
+        operationId: 'updateTrigger',
+        summary: 'Update a trigger (partial; type cannot change)',
         params: TriggerParams,
         body: UpdateTriggerBody,
         response: { 200: TriggerView, ...commonErrors },
@@ -103,7 +104,8 @@ export function registerTriggerRoutes(api: Api, container: Container): void {
       config: { scope: 'runs:write' },
       schema: {
         tags,
-        operationId: 'fireTrigger', summary: 'Fire a web trigger: copy its blueprint into a new run',
+        operationId: 'fireTrigger',
+        summary: 'Fire a web trigger: copy its blueprint into a new run',
         description:
           'Send `Idempotency-Key` (header, or `idempotencyKey` in the body; the header wins). The same key and ' +
           'body answer the original run with 200 and `Idempotent-Replayed: true`; the same key with another body is 409.',

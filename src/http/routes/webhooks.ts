@@ -31,7 +31,8 @@ export function registerWebhookRoutes(api: Api, container: Container): void {
       config: { scope: 'webhooks:write' },
       schema: {
         tags,
-        operationId: 'createWebhook', summary: 'Create a webhook endpoint; its secret is shown only in this answer',
+        operationId: 'createWebhook',
+        summary: 'Create a webhook endpoint; its secret is shown only in this answer',
         description:
           '`auth` is `signature` (default: deliveries carry `X-Service-Signature`) or `bearer` (the secret is sent as ' +
           '`Authorization: Bearer <secret>`, for systems that cannot sign). It cannot be changed later.',
@@ -48,7 +49,8 @@ export function registerWebhookRoutes(api: Api, container: Container): void {
       config: { scope: 'webhooks:read' },
       schema: {
         tags,
-        operationId: 'listWebhooks', summary: 'List webhook endpoints, newest first (no secrets)',
+        operationId: 'listWebhooks',
+        summary: 'List webhook endpoints, newest first (no secrets)',
         // The spec's list is a bare array without paging: it takes no parameters, and refuses unknown ones.
         querystring: Type.Object({}, { additionalProperties: false }),
         response: { 200: Type.Array(WebhookView), ...commonErrors },
@@ -76,7 +78,8 @@ export function registerWebhookRoutes(api: Api, container: Container): void {
       config: { scope: 'webhooks:write' },
       schema: {
         tags,
-        operationId: 'updateWebhook', summary: 'Rename, activate or deactivate a webhook endpoint',
+        operationId: 'updateWebhook',
+        summary: 'Rename, activate or deactivate a webhook endpoint',
         params: WebhookParams,
         body: UpdateWebhookBody,
         response: { 200: WebhookView, ...commonErrors },
@@ -91,7 +94,8 @@ export function registerWebhookRoutes(api: Api, container: Container): void {
       config: { scope: 'webhooks:write' },
       schema: {
         tags,
-        operationId: 'deleteWebhook', summary: 'Delete a webhook endpoint; deliveries to it are refused from then on',
+        operationId: 'deleteWebhook',
+        summary: 'Delete a webhook endpoint; deliveries to it are refused from then on',
         params: WebhookParams,
         response: { 204: Type.Null(), ...commonErrors },
       },
