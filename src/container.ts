@@ -15,6 +15,7 @@ import { RunCreator } from './engine/run-creator.js';
 import { KeyResolver } from './auth/key.repository.js';
 import { TriggerForFireResolver } from './modules/triggers/trigger.repository.js';
 import { ThreadDeliveryReader, type DeliveryReader } from './modules/deliveries/delivery-reader.js';
+import { loggableError } from './storage/store-unavailable.js';
 
 export interface Container {
   config: Config;
@@ -86,7 +87,7 @@ export async function createContainer(config: Config, options: ContainerOptions 
     concurrency: store.dialect === 'postgres' ? 4 : 1,
   });
   const deliveryReader = new ThreadDeliveryReader((error) =>
-    logger.error({ component: 'delivery-reader', err: { type: (error as Error)?.name } }, 'delivery reader thread lost; its bodies are read on the serving thread'),
+    logger.error({ component: 'delivery-reader', err: loggableError(error) }, 'delivery reader thread lost; its bodies are read on the serving thread'),
   );
   return {
     config,

@@ -76,3 +76,20 @@ export function isTransientStoreError(error: unknown): boolean {
   if (typeof code === 'string' && (TRANSIENT_CODES.has(code) || code.startsWith('08'))) return true;
   return TRANSIENT_MESSAGES.some((pattern) => pattern.test(error.message));
 }
+
+/**
+ * What may be logged of an error met while working on health data: its type and code (a
+ * SQLSTATE, `SQLITE_BUSY`, `ECONNREFUSED`: enough to act on at 2 a.m.), and its words only when
+ * the store did not answer (they name a host or a connection). Other messages stay out of the
+ * log: a driver's may quote the value it choked on (`invalid input syntax for type uuid: "…"`),
+ * a JSON parser's a piece of the body.
+ */
+export function loggableError(error: unknown): { type: string; code?: string; message?: string } {
+  const type = error instanceof Error ? error.name : typeof error;
+  const code = (error as { code?: unknown } | null)?.code;
+  return {
+    type,
+    ...(typeof code === 'string' || typeof code === 'number' ? { code: String(code) } : {}),
+    ...(isTransientStoreError(error) ? { message: (error as Error).message } : {}),
+  };
+}

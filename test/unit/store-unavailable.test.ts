@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { isTransientStoreError, storeUnavailable, withoutPassword, StoreUnavailableError } from '../../src/storage/store-unavailable.js';
+import { isTransientStoreError, loggableError, storeUnavailable, withoutPassword, StoreUnavailableError } from '../../src/storage/store-unavailable.js';
 
 describe('storeUnavailable', () => {
   it('turns a failure to reach or open the store into a sentence naming the store, never its password', () => {
@@ -59,5 +59,17 @@ describe('isTransientStoreError', () => {
     expect(isTransientStoreError(new TypeError("Cannot read properties of undefined (reading 'id')"))).toBe(false);
     expect(isTransientStoreError({ code: '57P01', message: 'not an Error' })).toBe(false);
     expect(isTransientStoreError(null)).toBe(false);
+  });
+});
+
+describe('loggableError', () => {
+  it('gives type and code always, and the words only of a store that did not answer', () => {
+    const refused = Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' });
+    expect(loggableError(refused)).toEqual({ type: 'Error', code: 'ECONNREFUSED', message: 'connect ECONNREFUSED 127.0.0.1:5432' });
+    // A driver's words may quote the data it choked on: they stay out of the log.
+    const quoting = Object.assign(new Error('invalid input syntax for type uuid: "Patient/4711"'), { code: '22P02' });
+    expect(loggableError(quoting)).toEqual({ type: 'Error', code: '22P02' });
+    expect(loggableError(new SyntaxError('Unexpected token \'a\', "abc" is not valid JSON'))).toEqual({ type: 'SyntaxError' });
+    expect(loggableError('a string')).toEqual({ type: 'string' });
   });
 });

@@ -30,6 +30,7 @@ import {
 import { parsedHandoffFor, type IntakeClaimant, type ParsedHandoff } from './parsed-handoff.js';
 import { deliverWakes, sweepPendingWakes } from './event-wake.js';
 import type { DeliveryReader } from './delivery-reader.js';
+import { loggableError } from '../../storage/store-unavailable.js';
 
 export interface DeliveryProcessorDeps extends WorkerBasics {
   /** Reads stored bodies that were not handed over in memory (delivery-reader.ts). */
@@ -222,7 +223,7 @@ export class DeliveryProcessor {
       try {
         results = await applyDeliveries(this.deps, group, this.owner, this.deps.clock.now(), this.leaseMs, this.planLeaseMs);
       } catch (error) {
-        this.deps.logger.warn({ deliveries: group.length, err: { type: (error as Error)?.name } }, 'a group of deliveries failed; applying them one by one');
+        this.deps.logger.warn({ deliveries: group.length, err: loggableError(error) }, 'a group of deliveries failed; applying them one by one');
       }
       if (results) {
         for (const [i, result] of results.entries()) await this.finish(group[i].delivery, result);
@@ -258,14 +259,14 @@ export class DeliveryProcessor {
       }
     } catch (error) {
       // Planned rows and pending wakes stay; a sweep finishes them once their lease runs out.
-      logger.error({ ...log, err: { type: (error as Error).name } }, 'could not start the runs or wakes of a delivery yet');
+      logger.error({ ...log, err: loggableError(error) }, 'could not start the runs or wakes of a delivery yet');
     }
   }
 
   private async failed(delivery: ClaimedDelivery, error: unknown): Promise<void> {
     const { db, clock, logger } = this.deps;
     const message = describeFailure(error);
-    logger.error({ deliveryId: delivery.id, attempts: delivery.attempts, err: { type: (error as Error)?.name } }, message);
+    logger.error({ deliveryId: delivery.id, attempts: delivery.attempts, err: loggableError(error) }, message);
     const now = clock.now();
     const final = error instanceof UnreadableDeliveryError || delivery.attempts >= this.maxAttempts;
     if (final) {
@@ -302,7 +303,7 @@ export class DeliveryProcessor {
         await releaseDeliveries(this.deps.db, unstarted, this.owner);
       } catch (error) {
         // Their leases run out instead; nothing is lost.
-        this.deps.logger.warn({ deliveries: unstarted.length, err: { type: (error as Error)?.name } }, 'could not hand back unstarted deliveries');
+        this.deps.logger.warn({ deliveries: unstarted.length, err: loggableError(error) }, 'could not hand back unstarted deliveries');
       }
     }
     this.loops = [];
@@ -321,7 +322,7 @@ export class DeliveryProcessor {
           await this.sweep();
         }
       } catch (error) {
-        this.deps.logger.error({ err: { type: (error as Error)?.name } }, 'delivery processor could not claim work');
+        this.deps.logger.error({ err: loggableError(error) }, 'delivery processor could not claim work');
       }
       if (claimed === 0 && !this.stopping && (await this.sleep()) === 'signal' && this.gatherMs > 0) {
         await new Promise((resolve) => setTimeout(resolve, this.gatherMs));

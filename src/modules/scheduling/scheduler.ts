@@ -17,6 +17,7 @@ import type { StoredSchedule } from '../triggers/trigger.repository.js';
 import { createPlannedRuns, sweepPlannedRuns, DEFAULT_PLAN_LEASE_MS, type RunStarterDeps } from '../events/planned-runs.js';
 import { claimTick, findDueSearchTriggers, loadTriggerForEvaluation, type DueTrigger } from './search-trigger.repository.js';
 import { planSearchRuns } from './search-runs.js';
+import { loggableError } from '../../storage/store-unavailable.js';
 
 export interface SchedulerDeps extends RunStarterDeps {
   clock: Clock;
@@ -154,7 +155,7 @@ export class Scheduler {
         await this.runDueTicks();
         await this.sweep();
       } catch (error) {
-        this.deps.logger.error({ err: { type: (error as Error)?.name } }, 'scheduler could not run due ticks');
+        this.deps.logger.error({ err: loggableError(error) }, 'scheduler could not run due ticks');
       }
       if (this.stopping) break;
       await new Promise<void>((resolve) => {

@@ -7,6 +7,7 @@
  */
 import type { BackgroundService } from '../../background.js';
 import { foldTagChanges } from './tag-bitmap.repository.js';
+import { loggableError } from '../../storage/store-unavailable.js';
 
 export interface TagBitmapFolderOptions {
   /** pause between rounds once the log is empty */
@@ -29,7 +30,7 @@ export function tagBitmapFolderService(options: TagBitmapFolderOptions = {}): Ba
           try {
             folded = await foldTagChanges(container.db, batch);
           } catch (error) {
-            container.logger.error({ err: { type: (error as Error)?.name } }, 'could not fold tag changes');
+            container.logger.error({ err: loggableError(error) }, 'could not fold tag changes');
           }
           // A full batch means more is waiting: go on at once.
           if (stopping || folded >= batch) continue;
