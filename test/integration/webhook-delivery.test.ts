@@ -94,7 +94,7 @@ describeEachStore('webhook deliveries', (env) => {
     expect(res.json().code).toBe('invalid_request');
   });
 
-  it('takes only application/json (415), bodies up to 20 MiB (413), JSON (400) of an accepted shape (400)', async () => {
+  it('takes only application/json or application/fhir+json (415), bodies up to 20 MiB (413), JSON (400) of an accepted shape (400)', async () => {
     const t = Math.floor(env.container.clock.now().getTime() / 1000);
     const text = JSON.stringify(patient('p8'));
     const plain = await env.app.inject({
@@ -108,6 +108,9 @@ describeEachStore('webhook deliveries', (env) => {
 
     const charset = await deliver(env, endpoint, patient('p9'), { headers: { 'content-type': 'application/json; charset=utf-8' } });
     expect(charset.statusCode).toBe(202);
+    // FHIR's media type, as an EHR's subscription sends it.
+    const fhir = await deliver(env, endpoint, patient('p10'), { headers: { 'content-type': 'application/fhir+json; fhirVersion=4.0' } });
+    expect(fhir.statusCode).toBe(202);
 
     const big = Buffer.alloc(20 * 1024 * 1024 + 1, 0x20);
     const tooBig = await deliver(env, endpoint, undefined, { raw: big, signature: 't=1,v1=00' });

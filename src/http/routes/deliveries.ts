@@ -3,8 +3,8 @@
  * Public: no API key; the signature (or, for bearer endpoints, the secret) proves the sender.
  *
  * Its own encapsulated context, because the HMAC is over the raw bytes: here `application/json`
- * is read as a Buffer (up to 20 MiB) and parsed only after the signature checks out; any other
- * content type is 415. The order of answers:
+ * (or FHIR's `application/fhir+json`) is read as a Buffer (up to 20 MiB) and parsed only after
+ * the signature checks out; any other content type is 415. The order of answers:
  *   404 unknown or deleted endpoint (checked first, before the body is read)
  *   429 the endpoint's rate limit (RateLimit-* headers on every answer)
  *   413 / 415 body too large / not JSON
@@ -42,9 +42,11 @@ export async function registerDeliveryRoutes(app: Api, container: Container): Pr
     const endpoints = new WeakMap<FastifyRequest, DeliveryEndpoint>();
 
     scope.removeAllContentTypeParsers();
-    scope.addContentTypeParser('application/json', { parseAs: 'buffer', bodyLimit: MAX_DELIVERY_BYTES }, (_request, body, done) =>
-      done(null, body),
-    );
+    // FHIR's own media type is JSON too: an EHR's subscription sends `application/fhir+json`
+    // (often with `; fhirVersion=4.0`), and the raw bytes are what the signature covers either way.
+    for (const type of ['application/json', 'application/fhir+json']) {
+      scope.addContentTypeParser(type, { parseAs: 'buffer', bodyLimit: MAX_DELIVERY_BYTES }, (_request, body, done) => done(null, body));
+    }
 
     scope.addHook('onRequest', async (request, reply) => {
       const { webhookId } = request.params as { webhookId?: string };
