@@ -55,9 +55,9 @@ export class MemoryRateLimiter implements RateLimiter {
  * Every process shares one budget through a row per bucket in PostgreSQL. A process does not
  * ask the database for every call: it leases a small chunk of tokens (a twentieth of the
  * capacity, or as many as callers are waiting for, if more) in one atomic statement and spends
- * them locally for at most one second. The shared
- * budget is never exceeded (a token is spent once, wherever it was leased); at worst a lease
- * that expires unused makes the limit slightly stricter. Time comes from the database clock,
+ * them locally for at most one second. The shared budget is never exceeded (a token is spent
+ * once, wherever it was leased); at worst a lease that expires unused makes the limit slightly
+ * stricter. Time comes from the database clock,
  * so processes on machines with skewed clocks agree.
  */
 export class PostgresRateLimiter implements RateLimiter {
