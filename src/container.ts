@@ -15,7 +15,7 @@ import { RunCreator } from './engine/run-creator.js';
 import { KeyResolver } from './auth/key.repository.js';
 import { TriggerForFireResolver } from './modules/triggers/trigger.repository.js';
 import { ThreadDeliveryReader, type DeliveryReader } from './modules/deliveries/delivery-reader.js';
-import { loggableError } from './storage/store-unavailable.js';
+import { loggableError } from './lib/store-errors.js';
 
 export interface Container {
   config: Config;

@@ -15,6 +15,7 @@ import { acceptJsonOnly } from './plugins/json-body.js';
 import { useStrictValidation } from './plugins/validation.js';
 import { registerOpenApi } from './plugins/openapi.js';
 import { registerMetrics } from './plugins/metrics.js';
+import { registerStoreGauges } from './plugins/store-metrics.js';
 import { requireApiKey } from './plugins/authenticate.js';
 import { registerHealthRoutes } from './routes/health.js';
 import { registerMeRoutes } from './routes/me.js';
@@ -53,6 +54,7 @@ export async function buildApp(container: Container, options: AppOptions = {}): 
   const registry = new Registry();
   app.decorate('metricsRegistry', registry);
   registerMetrics(app, registry);
+  registerStoreGauges(registry, container.db, container.clock);
   registerHealthRoutes(app, container);
   for (const register of publicRouteModules) await register(app, container);
 

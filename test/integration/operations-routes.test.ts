@@ -1,5 +1,7 @@
 import { expect, it } from 'vitest';
-import { describeEachStore } from '../helpers/test-env.js';
+import { describeEachStore, simpleBlueprint } from '../helpers/test-env.js';
+import { fire, webTriggerFor } from '../helpers/engine-harness.js';
+import { createEndpoint, deliver } from '../helpers/deliveries.js';
 
 /** One sample of a Prometheus text exposition: the value of `name{labels}`, or undefined. */
 function sample(text: string, name: string, labels: Record<string, string>): number | undefined {
@@ -53,5 +55,45 @@ describeEachStore('operations routes (/healthz, /readyz, /metrics)', (env) => {
     expect(res.body).not.toContain(ws.key);
     // Node's process metrics are there too.
     expect(res.body).toContain('process_cpu_user_seconds_total');
+  });
+
+  it('shows the work waiting in the store: deliveries, due runs and their wait, the unfolded change log', async () => {
+    const gauges = async () => {
+      const text = (await env.app.inject({ method: 'GET', url: '/metrics' })).body;
+      const value = (name: string) => {
+        const line = text.split('\n').find((l) => l.startsWith(`${name} `));
+        return line === undefined ? undefined : Number(line.slice(name.length + 1));
+      };
+      return {
+        waiting: value('carepath_deliveries_waiting'),
+        failed: value('carepath_deliveries_failed'),
+        due: value('carepath_runs_due'),
+        oldest: value('carepath_runs_due_oldest_seconds'),
+        unfolded: value('carepath_tag_changes_unfolded'),
+      };
+    };
+    const before = await gauges();
+    expect(before.waiting).toBeGreaterThanOrEqual(0);
+    expect(before.due).toBeGreaterThanOrEqual(0);
+
+    // No worker, processor or folder runs in this app: what is stored stays waiting.
+    const ws = await env.workspace();
+    const { triggerId } = await webTriggerFor(ws, simpleBlueprint());
+    await fire(ws, triggerId, { n: 1 });
+    await fire(ws, triggerId, { n: 2 });
+    const feed = await createEndpoint(ws);
+    for (const id of ['m1', 'm2']) expect((await deliver(env, feed, { resourceType: 'Patient', id })).statusCode).toBe(202);
+    const first = await env.db.selectFrom('deliveries').select('id').where('webhook_id', '=', feed.webhookId).orderBy('id').limit(1).executeTakeFirstOrThrow();
+    await env.db.updateTable('deliveries').set({ status: 'failed', error: 'failed for the test' }).where('id', '=', first.id).execute();
+    // One read serves a scrape, and is reused for a second: wait it out.
+    await new Promise((resolve) => setTimeout(resolve, 1_100));
+
+    const after = await gauges();
+    expect(after.due).toBe(before.due! + 2);
+    expect(after.oldest).toBeGreaterThanOrEqual(0);
+    expect(after.waiting).toBe(before.waiting! + 1);
+    expect(after.failed).toBe(before.failed! + 1);
+    // Two Pathway records and their status tags entered the change log.
+    expect(after.unfolded).toBeGreaterThanOrEqual(before.unfolded! + 4);
   });
 });

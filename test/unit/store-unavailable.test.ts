@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { isTransientStoreError, loggableError, storeUnavailable, withoutPassword, StoreUnavailableError } from '../../src/storage/store-unavailable.js';
+import { storeUnavailable, withoutPassword, StoreUnavailableError } from '../../src/storage/store-unavailable.js';
+import { isTransientStoreError, loggableError } from '../../src/lib/store-errors.js';
 
 describe('storeUnavailable', () => {
   it('turns a failure to reach or open the store into a sentence naming the store, never its password', () => {

@@ -2,7 +2,7 @@ import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from
 import { ApiError, ERROR_STATUS, type ErrorCode } from '../../lib/errors.js';
 import { TagSlug } from '../schemas/common.js';
 import { EventName } from '../../modules/triggers/trigger.schemas.js';
-import { isTransientStoreError } from '../../storage/store-unavailable.js';
+import { isTransientStoreError } from '../../lib/store-errors.js';
 
 interface ValidationIssue {
   instancePath: string;

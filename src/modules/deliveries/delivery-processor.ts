@@ -30,7 +30,7 @@ import {
 import { parsedHandoffFor, type IntakeClaimant, type ParsedHandoff } from './parsed-handoff.js';
 import { deliverWakes, sweepPendingWakes } from './event-wake.js';
 import type { DeliveryReader } from './delivery-reader.js';
-import { loggableError } from '../../storage/store-unavailable.js';
+import { loggableError } from '../../lib/store-errors.js';
 
 export interface DeliveryProcessorDeps extends WorkerBasics {
   /** Reads stored bodies that were not handed over in memory (delivery-reader.ts). */

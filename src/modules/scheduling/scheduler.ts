@@ -17,7 +17,7 @@ import type { StoredSchedule } from '../triggers/trigger.repository.js';
 import { createPlannedRuns, sweepPlannedRuns, DEFAULT_PLAN_LEASE_MS, type RunStarterDeps } from '../events/planned-runs.js';
 import { claimTick, findDueSearchTriggers, loadTriggerForEvaluation, type DueTrigger } from './search-trigger.repository.js';
 import { planSearchRuns } from './search-runs.js';
-import { loggableError } from '../../storage/store-unavailable.js';
+import { loggableError } from '../../lib/store-errors.js';
 
 export interface SchedulerDeps extends RunStarterDeps {
   clock: Clock;

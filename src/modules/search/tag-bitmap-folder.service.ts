@@ -7,7 +7,7 @@
  */
 import type { BackgroundService } from '../../background.js';
 import { foldTagChanges } from './tag-bitmap.repository.js';
-import { loggableError } from '../../storage/store-unavailable.js';
+import { loggableError } from '../../lib/store-errors.js';
 
 export interface TagBitmapFolderOptions {
   /** pause between rounds once the log is empty */

@@ -1,0 +1,83 @@
+/**
+ * The work waiting in the store, as gauges on `/metrics`, read when Prometheus scrapes: is the
+ * service keeping up? Deliveries not yet processed and those that failed, runs due that no worker
+ * holds (and how long the oldest has waited), and the search change log not yet folded.
+ *
+ * They describe the store, not the process: every process sharing a PostgreSQL database reports
+ * the same figures. Each read walks an index that holds only the work in question (the claim
+ * indexes of runs and deliveries), never a table's history; the change log is counted up to
+ * LOG_COUNT_CAP rows. If the store does not answer, the gauges are left out of that scrape
+ * rather than failing it (the HTTP and process metrics still matter then).
+ */
+import { sql } from 'kysely';
+import { Gauge, type Registry } from 'prom-client';
+import type { Db } from '../../storage/database.js';
+import type { Clock } from '../../lib/clock.js';
+
+/** Beyond this many rows the change log's backlog reads as this many: a count must stay cheap. */
+export const LOG_COUNT_CAP = 1_000_000;
+
+interface StoreWork {
+  deliveriesWaiting: number;
+  deliveriesFailed: number;
+  runsDue: number;
+  oldestDueAt: string | null;
+  tagChangesUnfolded: number;
+}
+
+async function readStoreWork(db: Db, now: string): Promise<StoreWork> {
+  const deliveries = await db
+    .selectFrom('deliveries')
+    .select((eb) => [
+      eb.fn.countAll<number>().filterWhere('status', 'in', ['received', 'processing']).as('waiting'),
+      eb.fn.countAll<number>().filterWhere('status', '=', 'failed').as('failed'),
+    ])
+    .where('status', 'in', ['received', 'processing', 'failed'])
+    .executeTakeFirstOrThrow();
+  const runs = await db
+    .selectFrom('runs')
+    .select((eb) => [eb.fn.countAll<number>().as('due'), eb.fn.min('available_at').as('oldest')])
+    // Literal statuses, so the planner uses the partial index runs_claimable.
+    .where(sql<boolean>`automation_status in ('scheduled', 'running')`)
+    .where('available_at', '<=', now)
+    .executeTakeFirstOrThrow();
+  const log = await sql<{ n: number | string }>`select count(*) as n from (select 1 from record_tag_changes limit ${LOG_COUNT_CAP}) as backlog`.execute(db);
+  return {
+    deliveriesWaiting: Number(deliveries.waiting),
+    deliveriesFailed: Number(deliveries.failed),
+    runsDue: Number(runs.due),
+    oldestDueAt: runs.oldest ?? null,
+    tagChangesUnfolded: Number(log.rows[0]?.n ?? 0),
+  };
+}
+
+export function registerStoreGauges(registry: Registry, db: Db, clock: Clock): void {
+  // One read serves every gauge of a scrape: prom-client collects the gauges one after the other.
+  let pending: { at: number; work: Promise<StoreWork | null> } | null = null;
+  const work = (): Promise<StoreWork | null> => {
+    const at = Date.now();
+    if (!pending || at - pending.at > 1_000) {
+      const now = clock.now();
+      pending = { at, work: readStoreWork(db, now.toISOString()).catch(() => null) };
+    }
+    return pending.work;
+  };
+  const gauge = (name: string, help: string, read: (work: StoreWork) => number) =>
+    new Gauge({
+      name,
+      help,
+      registers: [registry],
+      async collect() {
+        const found = await work();
+        if (found) this.set(read(found));
+        else this.reset();
+      },
+    });
+  gauge('carepath_deliveries_waiting', 'Deliveries received and not yet processed (received or processing)', (w) => w.deliveriesWaiting);
+  gauge('carepath_deliveries_failed', 'Deliveries whose processing failed for good', (w) => w.deliveriesFailed);
+  gauge('carepath_runs_due', 'Runs due (scheduled, or running with a timer due or a lease run out) that no worker holds', (w) => w.runsDue);
+  gauge('carepath_runs_due_oldest_seconds', 'How long the oldest due run has waited for a worker, in seconds (0 when none)', (w) =>
+    w.oldestDueAt ? Math.max(0, (clock.now().getTime() - Date.parse(w.oldestDueAt)) / 1000) : 0,
+  );
+  gauge('carepath_tag_changes_unfolded', `Search change-log rows not yet folded into bitmaps (counted up to ${LOG_COUNT_CAP})`, (w) => w.tagChangesUnfolded);
+}
