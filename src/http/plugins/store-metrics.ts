@@ -14,7 +14,10 @@ import { Gauge, type Registry } from 'prom-client';
 import type { Db } from '../../storage/database.js';
 import type { Clock } from '../../lib/clock.js';
 
-/** Beyond this many rows the change log's backlog reads as this many: on SQLite a scrape's count runs on the serving thread, and must stay a few milliseconds. */
+/**
+ * Beyond this many rows the change log's backlog reads as this many: on SQLite a scrape's count
+ * runs on the serving thread, and must stay a few milliseconds.
+ */
 export const LOG_COUNT_CAP = 100_000;
 
 interface StoreWork {
