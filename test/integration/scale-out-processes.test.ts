@@ -7,7 +7,7 @@
  * cli-process.test.ts runs `carepath serve` on it). The same properties are tested inside one
  * process on both stores elsewhere; here they must hold between processes that share nothing
  * but the database: migrations, idempotency, the rate-limit budget, revocation, wake-ups,
- * deliveries, and every run executed once.
+ * deliveries, scheduled ticks, reconnection, and every run executed once.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -252,6 +252,38 @@ describe('scale-out: two `carepath api` and two `carepath worker` processes on o
     const welcomed = await call(apis[0], key, 'POST', '/v1/search', { body: { resourceType: 'Patient', filters: [{ op: 'with', tag: 'welcomed' }] } });
     expect((welcomed.body.results as { extId: string }[]).map((hit) => hit.extId).sort()).toEqual(['scale-p1', 'scale-p2']);
   }, 60_000);
+
+  it('a scheduled search trigger ticks once across both worker processes: one run per patient of the cohort', async () => {
+    const { key } = await newKey('schedule');
+    const webhook = await call(apis[1], key, 'POST', '/v1/webhooks', { body: { name: 'Registration feed' } });
+    const { webhookId, secret } = webhook.body as { webhookId: string; secret: string };
+    const member = (id: string) => ({ resource: { resourceType: 'Patient', id, meta: { tag: [{ code: 'Cohort 7' }] }, name: [{ family: id }] } });
+    const body = JSON.stringify({ resourceType: 'Bundle', type: 'collection', entry: ['c7-a', 'c7-b', 'c7-c'].map(member) });
+    const delivered = await fetch(`${apis[0]}/v1/webhooks/${webhookId}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/fhir+json', [SIGNATURE_HEADER]: signPayload(secret, body) },
+      body,
+    });
+    expect(delivered.status).toBe(202);
+    const cohortCount = async () => (await call(apis[0], key, 'POST', '/v1/search/count', { body: { resourceType: 'Patient', filters: [{ op: 'with', tag: 'cohort-7' }] } })).body.total;
+    await expect.poll(cohortCount, { timeout: 30_000, interval: 200 }).toBe(3);
+
+    const query = await call(apis[0], key, 'POST', '/v1/queries', { body: { name: 'Cohort 7', resourceType: 'Patient', filters: [{ op: 'with', tag: 'cohort-7' }] } });
+    expect(query.status).toBe(201);
+    // The first tick a few seconds from now; both workers' schedulers look every second.
+    const startAt = new Date(Math.ceil(Date.now() / 1000) * 1000 + 3_000).toISOString();
+    const trigger = await call(apis[1], key, 'POST', '/v1/triggers', {
+      body: { name: 'Cohort 7 every minute', sourceId: welcomeSourceId, type: 'search', queryId: query.body.queryId, schedule: { interval: 'PT1M', timezone: 'UTC', startAt } },
+    });
+    expect(trigger.status).toBe(201);
+    const searchTriggerId = trigger.body.triggerId as string;
+    const runsOfTick = async () =>
+      (await db.query<{ idempotency_key: string; n: string }>('select idempotency_key, count(*) as n from runs where trigger_id = $1 group by idempotency_key', [searchTriggerId])).rows;
+    await expect.poll(async () => (await runsOfTick()).reduce((sum, row) => sum + Number(row.n), 0), { timeout: 30_000, interval: 250 }).toBe(3);
+    // Both schedulers have looked several times since: still one tick, three runs.
+    await new Promise((resolve) => setTimeout(resolve, 2_500));
+    expect(await runsOfTick()).toEqual([{ idempotency_key: `schedule:${searchTriggerId}:${startAt}`, n: '3' }]);
+  }, 90_000);
 
   it('both API processes spend one rate-limit budget per key', async () => {
     const { key } = await newKey('budget');
