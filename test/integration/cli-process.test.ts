@@ -126,9 +126,16 @@ describe('the carepath process [sqlite]', () => {
     running.push(second);
     await waitFor(second, /carepath listening on/);
     expect((await fetch(`http://127.0.0.1:${port}/healthz`)).status).toBe(200);
-    second.child.kill('SIGTERM');
-    expect(await second.exited).toBe(0);
     expect(second.stdout()).not.toMatch(/cpk_/);
     expect(second.stdout()).not.toContain('Demo workspace created');
+    // Killed outright, it leaves no lock behind: the operating system lets go of it.
+    second.child.kill('SIGKILL');
+    await second.exited;
+    const third = start(['serve'], env);
+    running.push(third);
+    await waitFor(third, /carepath listening on/);
+    expect((await fetch(`http://127.0.0.1:${port}/healthz`)).status).toBe(200);
+    third.child.kill('SIGTERM');
+    expect(await third.exited).toBe(0);
   }, 120_000);
 });
