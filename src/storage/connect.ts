@@ -69,15 +69,23 @@ export function dialectOf(databaseUrl: string): Dialect {
   return databaseUrl.startsWith('sqlite:') ? 'sqlite' : 'postgres';
 }
 
-export function openStore(databaseUrl: string, options: StoreOptions = {}): Store {
-  return dialectOf(databaseUrl) === 'sqlite'
-    ? openSqlite(databaseUrl.slice('sqlite:'.length))
-    : openPostgres(databaseUrl, options);
+/**
+ * The SQLite database file a URL names, its folder made if missing; null for PostgreSQL and for
+ * an in-memory store (`sqlite::memory:` or `sqlite:`).
+ */
+export function sqliteFileOf(databaseUrl: string): string | null {
+  if (dialectOf(databaseUrl) !== 'sqlite') return null;
+  const path = databaseUrl.slice('sqlite:'.length);
+  if (path === '' || path === ':memory:') return null;
+  mkdirSync(dirname(path), { recursive: true });
+  return path;
 }
 
-function openSqlite(path: string): Store {
-  const file = path === ':memory:' || path === '' ? ':memory:' : path;
-  if (file !== ':memory:') mkdirSync(dirname(file), { recursive: true });
+export function openStore(databaseUrl: string, options: StoreOptions = {}): Store {
+  return dialectOf(databaseUrl) === 'sqlite' ? openSqlite(sqliteFileOf(databaseUrl) ?? ':memory:') : openPostgres(databaseUrl, options);
+}
+
+function openSqlite(file: string): Store {
   const connection = new BetterSqlite3(file);
   // WAL lets readers go on while one writer commits; synchronous=NORMAL in WAL mode keeps the
   // database consistent on power loss and fsyncs at checkpoints (docs/decisions.md). Statement

@@ -11,9 +11,8 @@
  * `carepath migrate` and `carepath admin` take no lock: they are short and meant to run beside
  * the service.
  */
-import { mkdirSync } from 'node:fs';
-import { dirname } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
+import { sqliteFileOf } from './connect.js';
 import { StoreUnavailableError } from './store-unavailable.js';
 
 export interface ProcessLock {
@@ -22,11 +21,9 @@ export interface ProcessLock {
 
 /** The lock for a SQLite file store; null for PostgreSQL and in-memory stores. */
 export function holdSqliteProcessLock(databaseUrl: string): ProcessLock | null {
-  if (!databaseUrl.startsWith('sqlite:')) return null;
-  const path = databaseUrl.slice('sqlite:'.length);
-  if (path === '' || path === ':memory:') return null;
-  mkdirSync(dirname(path), { recursive: true });
-  const lock = new BetterSqlite3(`${path}.process-lock`, { timeout: 0 });
+  const file = sqliteFileOf(databaseUrl);
+  if (file === null) return null;
+  const lock = new BetterSqlite3(`${file}.process-lock`, { timeout: 0 });
   try {
     lock.pragma('journal_mode = MEMORY');
     lock.pragma('locking_mode = EXCLUSIVE');
