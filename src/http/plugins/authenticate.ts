@@ -41,9 +41,8 @@ function presentedKey(request: FastifyRequest): string | null {
  * and a revoked one are not.
  */
 function whyNoKey(request: FastifyRequest): string {
-  const header = request.headers.authorization;
-  if (!header) return 'no API key: send the header Authorization: Bearer <key>';
-  if (!/^Bearer\s+\S+\s*$/i.test(header)) return 'the Authorization header must read Bearer <key>';
+  if (!request.headers.authorization) return 'no API key: send the header Authorization: Bearer <key>';
+  if (presentedKey(request) === null) return 'the Authorization header must read Bearer <key>';
   return 'invalid or revoked API key';
 }
 

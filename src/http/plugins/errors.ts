@@ -2,7 +2,7 @@ import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from
 import { ApiError, ERROR_STATUS, type ErrorCode } from '../../lib/errors.js';
 import { TagSlug } from '../schemas/common.js';
 import { EventName } from '../../modules/triggers/trigger.schemas.js';
-import { isTransientStoreError } from '../../lib/store-errors.js';
+import { isTransientStoreError, loggableError } from '../../lib/store-errors.js';
 
 interface ValidationIssue {
   instancePath: string;
@@ -86,7 +86,7 @@ export function registerErrorHandling(app: FastifyInstance): void {
     const known = error instanceof ApiError ? error : mapFrameworkError(error);
     if (known) return sendError(reply, known);
     if (isTransientStoreError(error)) {
-      request.log.warn({ err: { type: error.name, message: error.message } }, 'the store did not answer');
+      request.log.warn({ err: loggableError(error) }, 'the store did not answer');
       return sendError(reply, new ApiError('store_unavailable', 'the database did not answer; retry shortly', { 'retry-after': '1' }));
     }
     request.log.error({ err: { type: error.name, message: error.message, stack: error.stack } }, 'unexpected error');
