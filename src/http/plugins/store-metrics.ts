@@ -24,11 +24,13 @@ interface StoreWork {
   deliveriesWaiting: number;
   deliveriesFailed: number;
   runsDue: number;
-  oldestDueAt: string | null;
+  /** How long the oldest due run has waited, at the time of the read (0 when none is due). */
+  oldestDueSeconds: number;
   tagChangesUnfolded: number;
 }
 
-async function readStoreWork(db: Db, now: string): Promise<StoreWork> {
+async function readStoreWork(db: Db, at: Date): Promise<StoreWork> {
+  const now = at.toISOString();
   const deliveries = await db
     .selectFrom('deliveries')
     .select((eb) => [
@@ -49,7 +51,7 @@ async function readStoreWork(db: Db, now: string): Promise<StoreWork> {
     deliveriesWaiting: Number(deliveries.waiting),
     deliveriesFailed: Number(deliveries.failed),
     runsDue: Number(runs.due),
-    oldestDueAt: runs.oldest ?? null,
+    oldestDueSeconds: runs.oldest ? Math.max(0, (at.getTime() - Date.parse(runs.oldest)) / 1000) : 0,
     tagChangesUnfolded: Number(log.rows[0]?.n ?? 0),
   };
 }
@@ -59,10 +61,7 @@ export function registerStoreGauges(registry: Registry, db: Db, clock: Clock): v
   let pending: { at: number; work: Promise<StoreWork | null> } | null = null;
   const work = (): Promise<StoreWork | null> => {
     const at = Date.now();
-    if (!pending || at - pending.at > 1_000) {
-      const now = clock.now();
-      pending = { at, work: readStoreWork(db, now.toISOString()).catch(() => null) };
-    }
+    if (!pending || at - pending.at > 1_000) pending = { at, work: readStoreWork(db, clock.now()).catch(() => null) };
     return pending.work;
   };
   const gauge = (name: string, help: string, read: (work: StoreWork) => number) =>
@@ -79,8 +78,6 @@ export function registerStoreGauges(registry: Registry, db: Db, clock: Clock): v
   gauge('carepath_deliveries_waiting', 'Deliveries received and not yet processed (received or processing)', (w) => w.deliveriesWaiting);
   gauge('carepath_deliveries_failed', 'Deliveries whose processing failed for good', (w) => w.deliveriesFailed);
   gauge('carepath_runs_due', 'Runs due (scheduled, or running with a timer due or a lease run out) that no worker holds', (w) => w.runsDue);
-  gauge('carepath_runs_due_oldest_seconds', 'How long the oldest due run has waited for a worker, in seconds (0 when none)', (w) =>
-    w.oldestDueAt ? Math.max(0, (clock.now().getTime() - Date.parse(w.oldestDueAt)) / 1000) : 0,
-  );
+  gauge('carepath_runs_due_oldest_seconds', 'How long the oldest due run has waited for a worker, in seconds (0 when none)', (w) => w.oldestDueSeconds);
   gauge('carepath_tag_changes_unfolded', `Search change-log rows not yet folded into bitmaps (counted up to ${LOG_COUNT_CAP})`, (w) => w.tagChangesUnfolded);
 }

@@ -57,8 +57,8 @@ export class MemoryRateLimiter implements RateLimiter {
  * capacity, or as many as callers are waiting for, if more) in one atomic statement and spends
  * them locally for at most one second. The shared budget is never exceeded (a token is spent
  * once, wherever it was leased); at worst a lease that expires unused makes the limit slightly
- * stricter. Time comes from the database clock,
- * so processes on machines with skewed clocks agree.
+ * stricter. Time comes from the database clock, so processes on machines with skewed clocks
+ * agree.
  */
 export class PostgresRateLimiter implements RateLimiter {
   private readonly leases = new Map<string, { tokens: number; expiresMs: number; shared: number; granted: number }>();
