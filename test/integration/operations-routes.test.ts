@@ -3,10 +3,11 @@ import { describeEachStore, simpleBlueprint } from '../helpers/test-env.js';
 import { fire, webTriggerFor } from '../helpers/engine-harness.js';
 import { createEndpoint, deliver } from '../helpers/deliveries.js';
 
-/** One sample of a Prometheus text exposition: the value of `name{labels}`, or undefined. */
-function sample(text: string, name: string, labels: Record<string, string>): number | undefined {
+/** One sample of a Prometheus text exposition: the value of `name{labels}` (`name` alone without labels), or undefined. */
+function sample(text: string, name: string, labels: Record<string, string> = {}): number | undefined {
   const wanted = Object.entries(labels).map(([label, value]) => `${label}="${value}"`);
   for (const line of text.split('\n')) {
+    if (wanted.length === 0 && line.startsWith(`${name} `)) return Number(line.slice(name.length + 1));
     if (!line.startsWith(`${name}{`)) continue;
     const inside = line.slice(name.length + 1, line.lastIndexOf('}'));
     const parts = inside.split(',');
@@ -60,10 +61,7 @@ describeEachStore('operations routes (/healthz, /readyz, /metrics)', (env) => {
   it('shows the work waiting in the store: deliveries, due runs and their wait, the unfolded change log', async () => {
     const gauges = async () => {
       const text = (await env.app.inject({ method: 'GET', url: '/metrics' })).body;
-      const value = (name: string) => {
-        const line = text.split('\n').find((l) => l.startsWith(`${name} `));
-        return line === undefined ? undefined : Number(line.slice(name.length + 1));
-      };
+      const value = (name: string) => sample(text, name);
       return {
         waiting: value('carepath_deliveries_waiting'),
         failed: value('carepath_deliveries_failed'),
