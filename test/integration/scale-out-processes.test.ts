@@ -84,6 +84,14 @@ describe('scale-out: two `carepath api` and two `carepath worker` processes on o
     return { status: res.status, headers: res.headers, body: (await res.json()) as Record<string, unknown> };
   };
 
+  /** A delivery as a sending system makes it: the raw body, signed now with the endpoint's secret. */
+  const deliverSigned = (api: string, webhook: { webhookId: string; secret: string }, body: string, headers: Record<string, string> = {}) =>
+    fetch(`${api}/v1/webhooks/${webhook.webhookId}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...headers, [SIGNATURE_HEADER]: signPayload(webhook.secret, body) },
+      body,
+    });
+
   const admin = async (...args: string[]) => {
     const result = await runToEnd(['admin', ...args], { CAREPATH_DATABASE_URL: databaseUrl });
     expect(result.stderr).toBe('');
@@ -221,18 +229,13 @@ describe('scale-out: two `carepath api` and two `carepath worker` processes on o
     const { key } = await newKey('inbound');
     const webhook = await call(apis[0], key, 'POST', '/v1/webhooks', { body: { name: 'Admissions feed' } });
     expect(webhook.status).toBe(201);
-    const { webhookId, secret } = webhook.body as { webhookId: string; secret: string };
+    const feed = webhook.body as { webhookId: string; secret: string };
     const trigger = await call(apis[1], key, 'POST', '/v1/triggers', { body: { name: 'New patients', sourceId: welcomeSourceId, type: 'event', event: 'Patient.created' } });
     expect(trigger.status).toBe(201);
 
     const patient = (id: string, family: string) => ({ fullUrl: `urn:uuid:${id}`, resource: { resourceType: 'Patient', id, name: [{ family, given: ['Ada'] }] } });
     const body = JSON.stringify({ resourceType: 'Bundle', type: 'transaction', entry: [patient('scale-p1', 'Lovelace'), patient('scale-p2', 'Byron')] });
-    const deliver = (api: string) =>
-      fetch(`${api}/v1/webhooks/${webhookId}`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json', 'idempotency-key': 'admissions-0001', [SIGNATURE_HEADER]: signPayload(secret, body) },
-        body,
-      });
+    const deliver = (api: string) => deliverSigned(api, feed, body, { 'idempotency-key': 'admissions-0001' });
     const first = await deliver(apis[0]);
     expect(first.status).toBe(202);
     const accepted = await first.json();
@@ -241,7 +244,7 @@ describe('scale-out: two `carepath api` and two `carepath worker` processes on o
     expect(replay.status).toBe(202);
     expect(await replay.json()).toEqual(accepted);
 
-    const deliveries = async () => (await call(apis[1], key, 'GET', `/v1/webhooks/${webhookId}/deliveries`)).body.data as { status: string; runsStarted: number }[];
+    const deliveries = async () => (await call(apis[1], key, 'GET', `/v1/webhooks/${feed.webhookId}/deliveries`)).body.data as { status: string; runsStarted: number }[];
     await expect.poll(async () => (await deliveries()).map((delivery) => delivery.status), { timeout: 30_000, interval: 200 }).toEqual(['processed']);
     expect((await deliveries())[0].runsStarted).toBe(2);
     const runs = await db.query<{ automation_status: string }>('select automation_status from runs where idempotency_key = $1', ['admissions-0001']);
@@ -256,14 +259,10 @@ describe('scale-out: two `carepath api` and two `carepath worker` processes on o
   it('a scheduled search trigger ticks once across both worker processes: one run per patient of the cohort', async () => {
     const { key } = await newKey('schedule');
     const webhook = await call(apis[1], key, 'POST', '/v1/webhooks', { body: { name: 'Registration feed' } });
-    const { webhookId, secret } = webhook.body as { webhookId: string; secret: string };
+    const feed = webhook.body as { webhookId: string; secret: string };
     const member = (id: string) => ({ resource: { resourceType: 'Patient', id, meta: { tag: [{ code: 'Cohort 7' }] }, name: [{ family: id }] } });
     const body = JSON.stringify({ resourceType: 'Bundle', type: 'collection', entry: ['c7-a', 'c7-b', 'c7-c'].map(member) });
-    const delivered = await fetch(`${apis[0]}/v1/webhooks/${webhookId}`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/fhir+json', [SIGNATURE_HEADER]: signPayload(secret, body) },
-      body,
-    });
+    const delivered = await deliverSigned(apis[0], feed, body, { 'content-type': 'application/fhir+json' });
     expect(delivered.status).toBe(202);
     const cohortCount = async () => (await call(apis[0], key, 'POST', '/v1/search/count', { body: { resourceType: 'Patient', filters: [{ op: 'with', tag: 'cohort-7' }] } })).body.total;
     await expect.poll(cohortCount, { timeout: 30_000, interval: 200 }).toBe(3);
