@@ -3,6 +3,7 @@
  * Nothing else in the code reads process.env.
  */
 import { decodeSecretKey } from './lib/secret-box.js';
+import { noProxyMatcher, parseProxyUrl, ProxySettingError } from './engine/outbound/proxy.js';
 
 export interface RateLimitSetting {
   requests: number;
@@ -18,6 +19,10 @@ export interface Config {
   rateLimit: RateLimitSetting;
   logLevel: string;
   httpAllow: string[];
+  /** Forward proxy for http automations (CAREPATH_HTTP_PROXY); may carry credentials: never log it. */
+  httpProxy?: string;
+  /** Hosts http automations reach without the proxy (CAREPATH_HTTP_NO_PROXY). */
+  httpNoProxy: string[];
   /** Seals webhook signing secrets at rest (lib/secret-box.ts); unset = stored as `plain:`. */
   secretKey?: string;
 }
@@ -30,6 +35,14 @@ export function parseRateLimit(text: string): RateLimitSetting {
     throw new ConfigError(`CAREPATH_RATE_LIMIT must look like <requests>/<seconds>s (e.g. 100/1s), got "${text}"`);
   }
   return { requests: Number(match[1]), perSeconds: Number(match[2]) };
+}
+
+/** A comma-separated setting as its non-empty entries. */
+function listSetting(text: string | undefined): string[] {
+  return (text || '')
+    .split(',')
+    .map((entry) => entry.trim())
+    .filter(Boolean);
 }
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
@@ -54,10 +67,16 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     throw new ConfigError(`CAREPATH_LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')}`);
   }
   const publicUrl = (env.CAREPATH_PUBLIC_URL || `http://${host}:${port}`).replace(/\/+$/, '');
-  const httpAllow = (env.CAREPATH_HTTP_ALLOW || '')
-    .split(',')
-    .map((entry) => entry.trim())
-    .filter(Boolean);
+  const httpAllow = listSetting(env.CAREPATH_HTTP_ALLOW);
+  const httpProxy = env.CAREPATH_HTTP_PROXY || undefined;
+  const httpNoProxy = listSetting(env.CAREPATH_HTTP_NO_PROXY);
+  try {
+    if (httpProxy !== undefined) parseProxyUrl(httpProxy);
+    noProxyMatcher(httpNoProxy);
+  } catch (error) {
+    if (error instanceof ProxySettingError) throw new ConfigError(error.message);
+    throw error;
+  }
   const secretKey = env.CAREPATH_SECRET_KEY || undefined;
   if (secretKey !== undefined && !decodeSecretKey(secretKey)) {
     throw new ConfigError('CAREPATH_SECRET_KEY must be 32 bytes, written as 64 hex characters or base64');
@@ -78,6 +97,8 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     rateLimit: parseRateLimit(env.CAREPATH_RATE_LIMIT || '100/1s'),
     logLevel,
     httpAllow,
+    ...(httpProxy !== undefined ? { httpProxy } : {}),
+    httpNoProxy,
     ...(secretKey !== undefined ? { secretKey } : {}),
   });
 }

@@ -6,7 +6,9 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { freePort, start, waitFor, type Spawned } from '../helpers/cli-process.js';
+import { freePort, runToEnd, start, waitFor, type Spawned } from '../helpers/cli-process.js';
+import { ForwardProxy } from '../helpers/forward-proxy.js';
+import { LedgerServer } from '../helpers/ledger-server.js';
 
 describe('the carepath process [sqlite]', () => {
   let dir: string;
@@ -137,5 +139,64 @@ describe('the carepath process [sqlite]', () => {
     expect((await fetch(`http://127.0.0.1:${port}/healthz`)).status).toBe(200);
     third.child.kill('SIGTERM');
     expect(await third.exited).toBe(0);
+  }, 120_000);
+
+  it('serve sends http automations through CAREPATH_HTTP_PROXY, to hosts CAREPATH_HTTP_ALLOW names', async () => {
+    const ledger = new LedgerServer();
+    await ledger.listen();
+    // partner.invalid resolves at the proxy only, as outside names do in many hospital networks.
+    const proxy = new ForwardProxy({ 'partner.invalid': `127.0.0.1:${ledger.port}` });
+    await proxy.listen();
+    try {
+      const port = await freePort();
+      const env = {
+        CAREPATH_DATABASE_URL: `sqlite:${join(dir, 'proxy.db')}`,
+        CAREPATH_PORT: String(port),
+        CAREPATH_HTTP_PROXY: proxy.url('egress:s3cret'),
+        CAREPATH_HTTP_ALLOW: 'partner.invalid',
+      };
+      const serve = start(['serve'], env);
+      running.push(serve);
+      const [, key] = await waitFor(serve, /-H 'Authorization: Bearer (cpk_staging_[0-9A-Za-z]{43})'/);
+      const auth = { authorization: `Bearer ${key}`, 'content-type': 'application/json' };
+      const api = async (method: string, path: string, body?: unknown) =>
+        fetch(`http://127.0.0.1:${port}${path}`, { method, headers: auth, ...(body ? { body: JSON.stringify(body) } : {}) });
+      const { workspaceId } = (await (await api('GET', '/v1/me')).json()) as { workspaceId: string };
+      const file = join(dir, 'notify-partner.json');
+      writeFileSync(
+        file,
+        JSON.stringify({
+          name: 'Notify partner',
+          nodes: [
+            { id: 'start', kind: 'start' },
+            { id: 'call', kind: 'action', automations: [{ id: 'notify', type: 'http', with: { method: 'POST', url: `http://partner.invalid:${ledger.port}/notify`, body: { n: 1 } } }] },
+            { id: 'done', kind: 'end' },
+          ],
+          links: [
+            { from: 'start', to: 'call' },
+            { from: 'call', to: 'done' },
+          ],
+        }),
+      );
+      const imported = await runToEnd(['admin', 'blueprint', 'import', file, '--workspace', workspaceId, '--json'], env);
+      expect(imported.code).toBe(0);
+      const { id: sourceId } = JSON.parse(imported.stdout) as { id: string };
+      const trigger = (await (await api('POST', '/v1/triggers', { name: 'notify', sourceId, type: 'web' })).json()) as { triggerId: string };
+      const fired = await api('POST', `/v1/triggers/${trigger.triggerId}`, {});
+      expect(fired.status).toBe(201);
+      const { runId } = (await fired.json()) as { runId: string };
+      await expect.poll(async () => ((await (await api('GET', `/v1/runs/${runId}`)).json()) as { automationStatus: string }).automationStatus, { timeout: 20_000 }).toBe('completed');
+      expect(proxy.requests).toEqual([
+        { method: 'POST', target: `http://partner.invalid:${ledger.port}/notify`, proxyAuthorization: `Basic ${Buffer.from('egress:s3cret').toString('base64')}` },
+      ]);
+      expect(ledger.requests.map((r) => [r.path, r.headers['idempotency-key']])).toEqual([['/notify', `${runId}:call:notify`]]);
+      // The proxy's credentials are never written to the log.
+      expect(serve.stdout() + serve.stderr()).not.toContain('s3cret');
+      serve.child.kill('SIGTERM');
+      expect(await serve.exited).toBe(0);
+    } finally {
+      await proxy.close();
+      await ledger.close();
+    }
   }, 120_000);
 });

@@ -32,6 +32,7 @@ export const httpAutomation: AutomationHandler = {
         answer = await sendOutbound(
           { method: settings.method, url, headers, body, timeoutMs: settings.timeoutMs ?? services.outbound.timeoutMs, maxBodyBytes: MAX_HTTP_BODY_BYTES },
           services.outbound.allow,
+          services.outbound.proxy,
         );
       } catch (error) {
         if (error instanceof OutboundRefusedError) throw new StepFailure(`http ${where} refused: ${error.message}`);

@@ -60,6 +60,11 @@ function embeddedIpv4(address: string): string | null {
 export interface AllowList {
   /** Why a connection to `address` (resolved from `host`, on `port`) is refused, or null when allowed. */
   refusal(host: string, port: number, address: string): string | null;
+  /**
+   * True when an entry names `host` by name (alone, or with this port). Such a host is allowed
+   * wherever it points, so a call through a proxy needs no address for it here.
+   */
+  namesHost(host: string, port: number): boolean;
 }
 
 export class AllowListEntryError extends Error {}
@@ -105,6 +110,10 @@ export function createAllowList(entries: readonly string[]): AllowList {
       if (hostPorts.has(`${name}:${port}`) || hostPorts.has(`${checked}:${port}`)) return null;
       if (allowedRanges.check(checked, checkedFamily)) return null;
       return `${name} resolves to ${address}, a non-public address not listed in CAREPATH_HTTP_ALLOW`;
+    },
+    namesHost(host, port) {
+      const name = unbracket(host.toLowerCase());
+      return isIP(name) === 0 && (hosts.has(name) || hostPorts.has(`${name}:${port}`));
     },
   };
 }

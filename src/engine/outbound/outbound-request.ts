@@ -4,12 +4,17 @@
  * only (a custom `lookup`), so DNS cannot hand out another address between check and connect.
  * Redirects are never followed (a 3xx is an answer like any other). The answer body is read up
  * to a cap and the rest discarded. Nothing here logs a body.
+ *
+ * Through a proxy (proxy.ts) the same check runs first, on the addresses this process resolves
+ * for the target; then the proxy connects. A host named in CAREPATH_HTTP_ALLOW needs no address
+ * here (proxied networks often resolve outside names at the proxy only).
  */
 import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
 import http from 'node:http';
 import https from 'node:https';
 import { isIP, type LookupFunction } from 'node:net';
 import type { AllowList } from './allow-list.js';
+import type { OutboundProxy } from './proxy.js';
 
 export interface OutboundRequest {
   method: string;
@@ -33,15 +38,17 @@ export class OutboundRefusedError extends Error {}
 /** DNS, connection, TLS or timeout failure: worth another try. */
 export class OutboundNetworkError extends Error {}
 
-export async function sendOutbound(request: OutboundRequest, allow: AllowList): Promise<OutboundAnswer> {
+export async function sendOutbound(request: OutboundRequest, allow: AllowList, proxy: OutboundProxy | null = null): Promise<OutboundAnswer> {
   const { url } = request;
   const host = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
   const port = url.port ? Number(url.port) : url.protocol === 'https:' ? 443 : 80;
-  const addresses = await resolve(host);
-  for (const { address } of addresses) {
-    const refusal = allow.refusal(host, port, address);
-    if (refusal) throw new OutboundRefusedError(refusal);
+  const agent = proxy?.agentFor(url) ?? null;
+  if (agent) {
+    if (!allow.namesHost(host, port)) checkAll(allow, host, port, await resolve(host, true));
+    return exchange(request, port, { agent });
   }
+  const addresses = await resolve(host, false);
+  checkAll(allow, host, port, addresses);
   const vettedLookup: LookupFunction = (_hostname, options, callback) => {
     const family = options.family === 4 || options.family === 6 ? options.family : 0;
     const usable = family ? addresses.filter((a) => a.family === family) : addresses;
@@ -51,22 +58,35 @@ export async function sendOutbound(request: OutboundRequest, allow: AllowList): 
       (callback as unknown as (error: null, all: LookupAddress[]) => void)(null, usable);
     } else callback(null, usable[0].address, usable[0].family);
   };
-  return exchange(request, port, vettedLookup);
+  // A fresh connection per request: a pooled socket could outlive the address check.
+  return exchange(request, port, { lookup: vettedLookup, agent: false });
 }
 
-async function resolve(host: string): Promise<LookupAddress[]> {
+function checkAll(allow: AllowList, host: string, port: number, addresses: LookupAddress[]): void {
+  for (const { address } of addresses) {
+    const refusal = allow.refusal(host, port, address);
+    if (refusal) throw new OutboundRefusedError(refusal);
+  }
+}
+
+async function resolve(host: string, proxied: boolean): Promise<LookupAddress[]> {
   const family = isIP(host);
   if (family !== 0) return [{ address: host, family }];
   return new Promise((done, fail) => {
     dnsLookup(host, { all: true, verbatim: true }, (error, addresses) => {
-      if (error) fail(new OutboundNetworkError(`could not resolve ${host}: ${error.code ?? error.message}`));
+      // Through a proxy the name may resolve only there: the message says how to let it through.
+      const hint = proxied ? ' (through the proxy, a host this process cannot resolve goes only when CAREPATH_HTTP_ALLOW names it)' : '';
+      if (error) fail(new OutboundNetworkError(`could not resolve ${host}: ${error.code ?? error.message}${hint}`));
       else if (addresses.length === 0) fail(new OutboundNetworkError(`${host} has no address`));
       else done(addresses);
     });
   });
 }
 
-function exchange(request: OutboundRequest, port: number, lookup: LookupFunction): Promise<OutboundAnswer> {
+/** How the connection is made: to vetted addresses (direct), or by a proxy's agent. */
+type Connection = { lookup: LookupFunction; agent: false } | { agent: http.Agent };
+
+function exchange(request: OutboundRequest, port: number, connection: Connection): Promise<OutboundAnswer> {
   const { url } = request;
   const transport = url.protocol === 'https:' ? https : http;
   return new Promise((done, fail) => {
@@ -85,9 +105,7 @@ function exchange(request: OutboundRequest, port: number, lookup: LookupFunction
         path: `${url.pathname}${url.search}`,
         method: request.method,
         headers: request.headers,
-        lookup,
-        // A fresh connection per request: a pooled socket could outlive the address check.
-        agent: false,
+        ...connection,
       },
       (res) => {
         const chunks: Buffer[] = [];

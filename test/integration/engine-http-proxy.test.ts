@@ -1,0 +1,122 @@
+/**
+ * http automations through a forward proxy (CAREPATH_HTTP_PROXY): plain http in absolute form,
+ * https through a CONNECT tunnel with the target's certificate still verified, the proxy's
+ * credentials, CAREPATH_HTTP_NO_PROXY, and the allow-list deciding before anything is sent.
+ */
+import { readFileSync } from 'node:fs';
+import tls from 'node:tls';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, expect, it, vi } from 'vitest';
+import { describeEachStore } from '../helpers/test-env.js';
+import { chain, fire, getRun, getSteps, testWorker, webTriggerFor } from '../helpers/engine-harness.js';
+import { LedgerServer } from '../helpers/ledger-server.js';
+import { ForwardProxy } from '../helpers/forward-proxy.js';
+import { createAllowList } from '../../src/engine/outbound/allow-list.js';
+import { createOutboundProxy } from '../../src/engine/outbound/proxy.js';
+
+const ledger = new LedgerServer();
+/** A TLS server with a self-signed certificate for secure.invalid: a client that checks certificates refuses it. */
+const tlsServer = tls.createServer({
+  key: readFileSync(new URL('../fixtures/tls/self-signed.key', import.meta.url)),
+  cert: readFileSync(new URL('../fixtures/tls/self-signed.crt', import.meta.url)),
+});
+let tlsHandshakes = 0;
+let proxy: ForwardProxy;
+
+beforeAll(async () => {
+  await ledger.listen();
+  tlsServer.on('tlsClientError', () => tlsHandshakes++);
+  tlsServer.on('secureConnection', (socket) => {
+    tlsHandshakes++;
+    socket.end('HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok');
+  });
+  await new Promise<void>((resolve) => tlsServer.listen(0, '127.0.0.1', resolve));
+  const tlsPort = (tlsServer.address() as AddressInfo).port;
+  // Names only the proxy can resolve, as in a network whose DNS for the outside is the proxy's.
+  proxy = new ForwardProxy({ 'partner.invalid': `127.0.0.1:${ledger.port}`, 'secure.invalid': `127.0.0.1:${tlsPort}` });
+  await proxy.listen();
+});
+afterAll(async () => {
+  await proxy.close();
+  await ledger.close();
+  await new Promise<void>((resolve) => tlsServer.close(() => resolve()));
+});
+
+const httpStep = (id: string, settings: Record<string, unknown>) => ({ id: 'call', kind: 'action', automations: [{ id, type: 'http', with: settings }] });
+
+describeEachStore('engine: http automation through a proxy', (env) => {
+  it('sends plain http to the proxy in absolute form, with its credentials and the idempotency key', async () => {
+    const ws = await env.workspace();
+    ledger.on('/partner', { status: 201, body: { received: true } });
+    const url = `http://partner.invalid:${ledger.port}/partner?ward=B2`;
+    const { triggerId } = await webTriggerFor(ws, chain('Via proxy', [httpStep('post', { method: 'POST', url, body: { n: 1 } })]));
+    const runId = await fire(ws, triggerId);
+    const [seenByProxy, seenByLedger] = [proxy.requests.length, ledger.requests.length];
+    await testWorker(env, {}, {
+      allow: createAllowList(['partner.invalid']),
+      proxy: createOutboundProxy(proxy.url('egress:s3cret'), []),
+    }).drain();
+    expect((await getRun(ws, runId)).automationStatus).toBe('completed');
+    expect(proxy.requests.slice(seenByProxy)).toEqual([
+      { method: 'POST', target: url, proxyAuthorization: `Basic ${Buffer.from('egress:s3cret').toString('base64')}` },
+    ]);
+    const sent = ledger.requests.slice(seenByLedger);
+    expect(sent).toHaveLength(1);
+    expect(sent[0].headers['idempotency-key']).toBe(`${runId}:call:post`);
+    expect(sent[0].headers['proxy-authorization']).toBeUndefined();
+    expect(JSON.parse(sent[0].body)).toEqual({ n: 1 });
+    expect((await getSteps(ws, runId))[0]).toMatchObject({ outcome: 'ok', output: { status: 201, body: { received: true } } });
+  });
+
+  it('tunnels https with CONNECT and still verifies the target certificate', async () => {
+    const ws = await env.workspace();
+    const { triggerId } = await webTriggerFor(ws, chain('Tunnel', [httpStep('get', { method: 'GET', url: 'https://secure.invalid/records' })]));
+    const runId = await fire(ws, triggerId);
+    const [seenByProxy, handshakes] = [proxy.requests.length, tlsHandshakes];
+    await testWorker(env, {}, { allow: createAllowList(['secure.invalid']), proxy: createOutboundProxy(proxy.url(), []) }).drain();
+    // Three tries, each a tunnel to secure.invalid:443 and a TLS handshake the client broke off:
+    // the certificate is self-signed, and a tunnel is no reason to trust it.
+    expect(proxy.requests.slice(seenByProxy)).toEqual(Array(3).fill({ method: 'CONNECT', target: 'secure.invalid:443', proxyAuthorization: undefined }));
+    // (The server hears of a broken-off handshake a moment after the client gives up.)
+    await vi.waitFor(() => expect(tlsHandshakes - handshakes).toBe(3));
+    const run = await getRun(ws, runId);
+    expect(run.automationStatus).toBe('errored');
+    expect(run.error?.message).toMatch(/^http GET https:\/\/secure\.invalid\/records request failed: [A-Z_]*(SELF_SIGNED|CERT)[A-Z_]* \(after 3 tries\)$/);
+  });
+
+  it('reaches CAREPATH_HTTP_NO_PROXY hosts directly', async () => {
+    const ws = await env.workspace();
+    const { triggerId } = await webTriggerFor(ws, chain('Direct', [httpStep('get', { method: 'GET', url: ledger.url('/direct') })]));
+    const runId = await fire(ws, triggerId);
+    const [seenByProxy, seenByLedger] = [proxy.requests.length, ledger.requests.length];
+    await testWorker(env, {}, { allow: createAllowList(['127.0.0.1']), proxy: createOutboundProxy(proxy.url(), ['localhost', '127.0.0.0/8']) }).drain();
+    expect((await getRun(ws, runId)).automationStatus).toBe('completed');
+    expect(proxy.requests.length).toBe(seenByProxy);
+    expect(ledger.requests.slice(seenByLedger).map((r) => r.path)).toEqual(['/direct']);
+  });
+
+  it('checks the allow-list before the proxy: a private target is refused and nothing is sent', async () => {
+    const ws = await env.workspace();
+    const { triggerId } = await webTriggerFor(ws, chain('Private', [httpStep('p', { method: 'POST', url: ledger.url('/private'), body: {} })]));
+    const runId = await fire(ws, triggerId);
+    const [seenByProxy, seenByLedger] = [proxy.requests.length, ledger.requests.length];
+    await testWorker(env, {}, { allow: createAllowList([]), proxy: createOutboundProxy(proxy.url(), []) }).drain();
+    expect(proxy.requests.length).toBe(seenByProxy);
+    expect(ledger.requests.length).toBe(seenByLedger);
+    const run = await getRun(ws, runId);
+    expect(run.automationStatus).toBe('errored');
+    expect(run.error?.message).toMatch(/refused: 127\.0\.0\.1 resolves to 127\.0\.0\.1, a non-public address not listed in CAREPATH_HTTP_ALLOW/);
+  });
+
+  it('does not send a name it cannot check: unresolvable here and not named in the allow-list', async () => {
+    const ws = await env.workspace();
+    const { triggerId } = await webTriggerFor(ws, chain('Unknown', [httpStep('u', { method: 'GET', url: `http://partner.invalid:${ledger.port}/x` })]));
+    const runId = await fire(ws, triggerId);
+    const seenByProxy = proxy.requests.length;
+    await testWorker(env, {}, { allow: createAllowList([]), proxy: createOutboundProxy(proxy.url(), []) }).drain();
+    expect(proxy.requests.length).toBe(seenByProxy);
+    const run = await getRun(ws, runId);
+    expect(run.automationStatus).toBe('errored');
+    expect(run.error?.message).toMatch(/could not resolve partner\.invalid: ENOTFOUND \(through the proxy, a host this process cannot resolve goes only when CAREPATH_HTTP_ALLOW names it\) \(after 3 tries\)$/);
+  });
+});
