@@ -10,6 +10,7 @@ import { shutdownSignal, startServer, type RunningServer } from '../server.js';
 import { demoNotice, seedDemoIfEmpty } from './demo-seed.js';
 import { startStoreSignals, type StoreSignals } from '../engine/store-signals.js';
 import { holdSqliteProcessLock } from '../storage/sqlite-process-lock.js';
+import { watchClockSkew } from '../storage/clock-skew.js';
 
 export interface ServiceParts {
   http: boolean;
@@ -47,6 +48,8 @@ export async function runService(config: Config, parts: ServiceParts, print: (te
     lock?.release();
     throw error;
   });
+  // On PostgreSQL, a machine whose clock is off is named in the log (at start and every minute).
+  const stopClockWatch = watchClockSkew(container.db, container.logger);
   let server: RunningServer | null = null;
   let background: RunningService | null = null;
   let forwarding: StoreSignals | null = null;
@@ -66,6 +69,7 @@ export async function runService(config: Config, parts: ServiceParts, print: (te
     const signal = await stopping.finally(() => clearInterval(holdOpen));
     container.logger.info({ signal }, 'carepath stopping');
   } finally {
+    stopClockWatch();
     await stopInOrder([
       async () => server?.close(),
       async () => background?.stop(),

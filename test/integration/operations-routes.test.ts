@@ -2,6 +2,8 @@ import { expect, it } from 'vitest';
 import { describeEachStore, simpleBlueprint } from '../helpers/test-env.js';
 import { fire, webTriggerFor } from '../helpers/engine-harness.js';
 import { createEndpoint, deliver } from '../helpers/deliveries.js';
+import { measureClockSkew, skewWarning, watchClockSkew } from '../../src/storage/clock-skew.js';
+import { createLogger } from '../../src/lib/logger.js';
 
 /** One sample of a Prometheus text exposition: the value of `name{labels}` (`name` alone without labels), or undefined. */
 function sample(text: string, name: string, labels: Record<string, string> = {}): number | undefined {
@@ -93,5 +95,34 @@ describeEachStore('operations routes (/healthz, /readyz, /metrics)', (env) => {
     expect(after.failed).toBe(before.failed! + 1);
     // Two Pathway records and their status tags entered the change log.
     expect(after.unfolded).toBeGreaterThanOrEqual(before.unfolded! + 4);
+  });
+
+  it("compares this machine's clock with the database's (PostgreSQL), and says so in the log when they disagree", async () => {
+    const metrics = (await env.app.inject({ method: 'GET', url: '/metrics' })).body;
+    if (env.kind === 'sqlite') {
+      // One process on one machine: nothing to compare.
+      expect(await measureClockSkew(env.db)).toBeNull();
+      expect(metrics).not.toContain('carepath_clock_ahead_seconds');
+      return;
+    }
+    const here = await measureClockSkew(env.db);
+    expect(Math.abs(here!.aheadMs)).toBeLessThan(1_000);
+    expect(skewWarning(here!)).toBeNull();
+    expect(Math.abs(sample(metrics, 'carepath_clock_ahead_seconds')!)).toBeLessThan(1);
+
+    // A machine 45 s ahead, then one 3 s behind.
+    const ahead = await measureClockSkew(env.db, () => Date.now() + 45_000);
+    expect(ahead!.aheadMs).toBeGreaterThan(44_000);
+    expect(ahead!.aheadMs).toBeLessThan(46_000);
+    const lines: string[] = [];
+    const logger = createLogger('warn', { write: (line: string) => void lines.push(line) });
+    const stop = watchClockSkew(env.db, logger, { now: () => Date.now() - 3_000 });
+    await expect.poll(() => lines.length).toBe(1);
+    stop();
+    expect(JSON.parse(lines[0])).toMatchObject({
+      level: 40,
+      component: 'clock',
+      msg: "this machine's clock is 3.0 s behind the database's: leases, timers and schedules assume the clocks of all carepath machines agree; sync this one (NTP)",
+    });
   });
 });

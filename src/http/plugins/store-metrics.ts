@@ -8,11 +8,16 @@
  * indexes of runs and deliveries), never a table's history; the change log is counted up to
  * LOG_COUNT_CAP rows. If the store does not answer, the gauges are left out of that scrape
  * rather than failing it (the HTTP and process metrics still matter then).
+ *
+ * On PostgreSQL one gauge is of the process: `carepath_clock_ahead_seconds`, this machine's clock
+ * against the database's (storage/clock-skew.ts).
  */
 import { sql } from 'kysely';
 import { Gauge, type Registry } from 'prom-client';
 import type { Db } from '../../storage/database.js';
 import type { Clock } from '../../lib/clock.js';
+import { measureClockSkew } from '../../storage/clock-skew.js';
+import { dialectOfDb } from '../../storage/dialect.js';
 
 /**
  * Beyond this many rows the change log's backlog reads as this many: on SQLite a scrape's count
@@ -80,4 +85,17 @@ export function registerStoreGauges(registry: Registry, db: Db, clock: Clock): v
   gauge('carepath_runs_due', 'Runs due (scheduled, or running with a timer due or a lease run out) that no worker holds', (w) => w.runsDue);
   gauge('carepath_runs_due_oldest_seconds', 'How long the oldest due run has waited for a worker, in seconds (0 when none)', (w) => w.oldestDueSeconds);
   gauge('carepath_tag_changes_unfolded', `Search change-log rows not yet folded into bitmaps (counted up to ${LOG_COUNT_CAP})`, (w) => w.tagChangesUnfolded);
+  // Of this process, not the store: whether its machine's clock agrees with the database's.
+  if (dialectOfDb(db) === 'postgres') {
+    new Gauge({
+      name: 'carepath_clock_ahead_seconds',
+      help: "This machine's clock minus the database's, in seconds (leases, timers and schedules assume they agree)",
+      registers: [registry],
+      async collect() {
+        const skew = await measureClockSkew(db).catch(() => null);
+        if (skew) this.set(skew.aheadMs / 1000);
+        else this.reset();
+      },
+    });
+  }
 }
