@@ -3,7 +3,10 @@
  * SQLite only: what is under test is the process around the store, not the store.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import https from 'node:https';
+import type { AddressInfo } from 'node:net';
+import { fileURLToPath } from 'node:url';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freePort, runToEnd, start, waitFor, type Spawned } from '../helpers/cli-process.js';
@@ -141,11 +144,21 @@ describe('the carepath process [sqlite]', () => {
     expect(await third.exited).toBe(0);
   }, 120_000);
 
-  it('serve sends http automations through CAREPATH_HTTP_PROXY, to hosts CAREPATH_HTTP_ALLOW names', async () => {
+  it('serve sends http automations through CAREPATH_HTTP_PROXY, to hosts CAREPATH_HTTP_ALLOW names, trusting NODE_EXTRA_CA_CERTS', async () => {
     const ledger = new LedgerServer();
     await ledger.listen();
-    // partner.invalid resolves at the proxy only, as outside names do in many hospital networks.
-    const proxy = new ForwardProxy({ 'partner.invalid': `127.0.0.1:${ledger.port}` });
+    // An https partner whose certificate an internal CA issued (here: a self-signed one).
+    const tlsFiles = (name: string) => fileURLToPath(new URL(`../fixtures/tls/${name}`, import.meta.url));
+    const secure = https.createServer({ key: readFileSync(tlsFiles('self-signed.key')), cert: readFileSync(tlsFiles('self-signed.crt')) }, (req, res) => {
+      req.resume();
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ key: req.headers['idempotency-key'] }));
+    });
+    await new Promise<void>((resolve) => secure.listen(0, '127.0.0.1', resolve));
+    // Both names resolve at the proxy only, as outside names do in many hospital networks.
+    const proxy = new ForwardProxy({
+      'partner.invalid': `127.0.0.1:${ledger.port}`,
+      'secure.invalid': `127.0.0.1:${(secure.address() as AddressInfo).port}`,
+    });
     await proxy.listen();
     try {
       const port = await freePort();
@@ -153,7 +166,8 @@ describe('the carepath process [sqlite]', () => {
         CAREPATH_DATABASE_URL: `sqlite:${join(dir, 'proxy.db')}`,
         CAREPATH_PORT: String(port),
         CAREPATH_HTTP_PROXY: proxy.url('egress:s3cret'),
-        CAREPATH_HTTP_ALLOW: 'partner.invalid',
+        CAREPATH_HTTP_ALLOW: 'partner.invalid,secure.invalid',
+        NODE_EXTRA_CA_CERTS: tlsFiles('self-signed.crt'),
       };
       const serve = start(['serve'], env);
       running.push(serve);
@@ -163,13 +177,14 @@ describe('the carepath process [sqlite]', () => {
         fetch(`http://127.0.0.1:${port}${path}`, { method, headers: auth, ...(body ? { body: JSON.stringify(body) } : {}) });
       const { workspaceId } = (await (await api('GET', '/v1/me')).json()) as { workspaceId: string };
       const file = join(dir, 'notify-partner.json');
+      const call = (id: string, url: string) => ({ id, type: 'http', with: { method: 'POST', url, body: { n: 1 } } });
       writeFileSync(
         file,
         JSON.stringify({
-          name: 'Notify partner',
+          name: 'Notify partners',
           nodes: [
             { id: 'start', kind: 'start' },
-            { id: 'call', kind: 'action', automations: [{ id: 'notify', type: 'http', with: { method: 'POST', url: `http://partner.invalid:${ledger.port}/notify`, body: { n: 1 } } }] },
+            { id: 'call', kind: 'action', automations: [call('notify', `http://partner.invalid:${ledger.port}/notify`), call('secure', 'https://secure.invalid/notify')] },
             { id: 'done', kind: 'end' },
           ],
           links: [
@@ -186,10 +201,14 @@ describe('the carepath process [sqlite]', () => {
       expect(fired.status).toBe(201);
       const { runId } = (await fired.json()) as { runId: string };
       await expect.poll(async () => ((await (await api('GET', `/v1/runs/${runId}`)).json()) as { automationStatus: string }).automationStatus, { timeout: 20_000 }).toBe('completed');
+      const credentials = `Basic ${Buffer.from('egress:s3cret').toString('base64')}`;
       expect(proxy.requests).toEqual([
-        { method: 'POST', target: `http://partner.invalid:${ledger.port}/notify`, proxyAuthorization: `Basic ${Buffer.from('egress:s3cret').toString('base64')}` },
+        { method: 'POST', target: `http://partner.invalid:${ledger.port}/notify`, proxyAuthorization: credentials },
+        { method: 'CONNECT', target: 'secure.invalid:443', proxyAuthorization: credentials },
       ]);
       expect(ledger.requests.map((r) => [r.path, r.headers['idempotency-key']])).toEqual([['/notify', `${runId}:call:notify`]]);
+      const steps = ((await (await api('GET', `/v1/runs/${runId}/steps`)).json()) as { steps: { automationId: string; output: unknown }[] }).steps;
+      expect(steps.find((step) => step.automationId === 'secure')?.output).toEqual({ status: 200, body: { key: `${runId}:call:secure` } });
       // The proxy's credentials are never written to the log.
       expect(serve.stdout() + serve.stderr()).not.toContain('s3cret');
       serve.child.kill('SIGTERM');
@@ -197,6 +216,8 @@ describe('the carepath process [sqlite]', () => {
     } finally {
       await proxy.close();
       await ledger.close();
+      secure.closeAllConnections();
+      await new Promise<void>((resolve) => secure.close(() => resolve()));
     }
   }, 120_000);
 });
