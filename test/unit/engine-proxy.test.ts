@@ -1,5 +1,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { HttpProxyAgent } from 'http-proxy-agent';
+import { HttpsProxyAgent } from 'https-proxy-agent';
 import { describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../../src/config.js';
 import { createAllowList } from '../../src/engine/outbound/allow-list.js';
@@ -71,12 +73,12 @@ describe('CAREPATH_HTTP_NO_PROXY', () => {
 
   it('gives no agent for a direct host and one per scheme otherwise', () => {
     const proxy = createOutboundProxy('http://127.0.0.1:3128', ['internal.example'])!;
-    expect(proxy.agentFor(new URL('https://ehr.internal.example/fhir'))).toBeNull();
-    const https = proxy.agentFor(new URL('https://partner.example/a'));
-    const plain = proxy.agentFor(new URL('http://partner.example/a'));
-    expect(https).not.toBeNull();
-    expect(plain).not.toBeNull();
-    expect(https).not.toBe(plain);
+    const signal = new AbortController().signal;
+    expect(proxy.agentFor(new URL('https://ehr.internal.example/fhir'), signal)).toBeNull();
+    const https = proxy.agentFor(new URL('https://partner.example/a'), signal);
+    const plain = proxy.agentFor(new URL('http://partner.example/a'), signal);
+    expect(https).toBeInstanceOf(HttpsProxyAgent);
+    expect(plain).toBeInstanceOf(HttpProxyAgent);
     expect(createOutboundProxy(undefined, ['x'])).toBeNull();
   });
 });
@@ -102,6 +104,29 @@ describe('sending through a proxy', () => {
     const allow = createAllowList(['partner.example']);
     await expect(sendOutbound(request('https://partner.example/x'), allow, proxy)).rejects.toThrow(OutboundNetworkError);
     await expect(sendOutbound(request('http://partner.example/x'), allow, proxy)).rejects.toThrow(/request failed: ECONNREFUSED/);
+  });
+
+  it('closes its connection to a proxy that never answers, when the try times out', async () => {
+    const open = new Set<unknown>();
+    // It never answers, but closes its side when the client closes (a CONNECT socket is half-open).
+    const silent = http.createServer(() => undefined);
+    silent.on('connect', (_req, socket) => socket.on('end', () => socket.end()));
+    silent.on('connection', (socket) => {
+      open.add(socket);
+      socket.on('close', () => open.delete(socket));
+    });
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    const proxy = createOutboundProxy(`http://127.0.0.1:${(silent.address() as AddressInfo).port}`, []);
+    const allow = createAllowList(['partner.example']);
+    try {
+      for (const url of ['https://partner.example/x', 'http://partner.example/x']) {
+        await expect(sendOutbound({ ...request(url), timeoutMs: 100 }, allow, proxy)).rejects.toThrow('no answer within 100 ms');
+        await expect.poll(() => open.size).toBe(0);
+      }
+    } finally {
+      silent.closeAllConnections();
+      await new Promise<void>((resolve) => silent.close(() => resolve()));
+    }
   });
 
   it("passes on the proxy's own refusal as the answer (407 without credentials)", async () => {

@@ -42,10 +42,11 @@ export async function sendOutbound(request: OutboundRequest, allow: AllowList, p
   const { url } = request;
   const host = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
   const port = url.port ? Number(url.port) : url.protocol === 'https:' ? 443 : 80;
-  const agent = proxy?.agentFor(url) ?? null;
+  const giveUp = new AbortController();
+  const agent = proxy?.agentFor(url, giveUp.signal) ?? null;
   if (agent) {
     if (!allow.namesHost(host, port)) checkAll(allow, host, port, await resolve(host, true));
-    return exchange(request, port, { agent });
+    return exchange(request, port, { agent }, giveUp);
   }
   const addresses = await resolve(host, false);
   checkAll(allow, host, port, addresses);
@@ -59,7 +60,7 @@ export async function sendOutbound(request: OutboundRequest, allow: AllowList, p
     } else callback(null, usable[0].address, usable[0].family);
   };
   // A fresh connection per request: a pooled socket could outlive the address check.
-  return exchange(request, port, { lookup: vettedLookup, agent: false });
+  return exchange(request, port, { lookup: vettedLookup, agent: false }, giveUp);
 }
 
 function checkAll(allow: AllowList, host: string, port: number, addresses: LookupAddress[]): void {
@@ -86,7 +87,8 @@ async function resolve(host: string, proxied: boolean): Promise<LookupAddress[]>
 /** How the connection is made: to vetted addresses (direct), or by a proxy's agent. */
 type Connection = { lookup: LookupFunction; agent: false } | { agent: http.Agent };
 
-function exchange(request: OutboundRequest, port: number, connection: Connection): Promise<OutboundAnswer> {
+/** `giveUp` is aborted when the deadline passes: whatever the connection opened closes. */
+function exchange(request: OutboundRequest, port: number, connection: Connection, giveUp: AbortController): Promise<OutboundAnswer> {
   const { url } = request;
   const transport = url.protocol === 'https:' ? https : http;
   return new Promise((done, fail) => {
@@ -135,6 +137,7 @@ function exchange(request: OutboundRequest, port: number, connection: Connection
     const deadline = setTimeout(() => {
       finish(() => fail(new OutboundNetworkError(`no answer within ${request.timeoutMs} ms`)));
       req.destroy();
+      giveUp.abort();
     }, request.timeoutMs);
     req.on('error', (error: NodeJS.ErrnoException) =>
       finish(() => fail(new OutboundNetworkError(`request failed: ${error.code ?? error.message}`))),

@@ -18,8 +18,12 @@ import { HttpProxyAgent } from 'http-proxy-agent';
 import { HttpsProxyAgent } from 'https-proxy-agent';
 
 export interface OutboundProxy {
-  /** The agent that carries a request for `url` through the proxy; null when it goes direct. */
-  agentFor(url: URL): Agent | null;
+  /**
+   * The agent that carries a request for `url` through the proxy; null when it goes direct.
+   * `signal` ends the connection to the proxy when the request gives up, also while the proxy
+   * has not yet answered a CONNECT (destroying the request alone leaves that socket open).
+   */
+  agentFor(url: URL, signal: AbortSignal): Agent | null;
 }
 
 export class ProxySettingError extends Error {}
@@ -46,15 +50,14 @@ export function createOutboundProxy(proxyUrl: string | undefined, noProxy: reado
   if (proxyUrl === undefined) return null;
   const proxy = parseProxyUrl(proxyUrl);
   const direct = noProxyMatcher(noProxy);
-  // One agent per target scheme; neither keeps connections (each call connects afresh, as direct calls do).
-  const forHttps = new HttpsProxyAgent(proxy);
-  const forHttp = new HttpProxyAgent(proxy);
   return {
-    agentFor(url) {
+    agentFor(url, signal) {
       const host = bare(url.hostname);
       const port = url.port ? Number(url.port) : url.protocol === 'https:' ? 443 : 80;
       if (direct(host, port)) return null;
-      return url.protocol === 'https:' ? forHttps : forHttp;
+      // An agent per call, keeping no connection (each call connects afresh, as direct calls
+      // do); the signal goes to the socket it opens to the proxy.
+      return url.protocol === 'https:' ? new HttpsProxyAgent(proxy, { signal }) : new HttpProxyAgent(proxy, { signal });
     },
   };
 }
