@@ -5,6 +5,7 @@
 import type { BackgroundService, RunningService } from '../background.js';
 import type { Container } from '../container.js';
 import { engineServices } from './engine-services.js';
+import { parseProxyUrl } from './outbound/proxy.js';
 import { startStoreSignals } from './store-signals.js';
 import { RunWorker, type WorkerOptions } from './worker.js';
 
@@ -23,5 +24,12 @@ export async function startEngineWorker(container: Container, options: WorkerOpt
 
 export const engineWorkerService: BackgroundService = {
   name: 'run-engine',
-  start: (container) => startEngineWorker(container),
+  start: (container) => {
+    const { httpProxy, httpNoProxy } = container.config;
+    // Said once at start, so an operator sees the setting took; the proxy's host only, never its credentials.
+    if (httpProxy !== undefined) {
+      container.logger.info({ component: 'run-engine', proxy: parseProxyUrl(httpProxy).host, noProxy: httpNoProxy }, 'http automations go through a forward proxy');
+    }
+    return startEngineWorker(container);
+  },
 };

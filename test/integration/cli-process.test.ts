@@ -209,7 +209,8 @@ describe('the carepath process [sqlite]', () => {
       expect(ledger.requests.map((r) => [r.path, r.headers['idempotency-key']])).toEqual([['/notify', `${runId}:call:notify`]]);
       const steps = ((await (await api('GET', `/v1/runs/${runId}/steps`)).json()) as { steps: { automationId: string; output: unknown }[] }).steps;
       expect(steps.find((step) => step.automationId === 'secure')?.output).toEqual({ status: 200, body: { key: `${runId}:call:secure` } });
-      // The proxy's credentials are never written to the log.
+      // The log says the proxy is in use, naming its host and never its credentials.
+      expect(serve.stdout()).toContain(`"proxy":"127.0.0.1:${proxy.port}","noProxy":[],"msg":"http automations go through a forward proxy"`);
       expect(serve.stdout() + serve.stderr()).not.toContain('s3cret');
       serve.child.kill('SIGTERM');
       expect(await serve.exited).toBe(0);
