@@ -6,6 +6,7 @@
  * the connection then uses, so a name cannot be re-pointed between the check and the connect.
  */
 import { BlockList, isIP } from 'node:net';
+import { unbracket } from './target.js';
 
 /** Ranges that are not the public internet (IANA special-purpose registries, v4 and v6). */
 const NON_PUBLIC_V4: [string, number][] = [
@@ -116,8 +117,4 @@ export function createAllowList(entries: readonly string[]): AllowList {
       return isIP(name) === 0 && (hosts.has(name) || hostPorts.has(`${name}:${port}`));
     },
   };
-}
-
-function unbracket(host: string): string {
-  return host.startsWith('[') && host.endsWith(']') ? host.slice(1, -1) : host;
 }

@@ -15,6 +15,7 @@ import https from 'node:https';
 import { isIP, type LookupFunction } from 'node:net';
 import type { AllowList } from './allow-list.js';
 import type { OutboundProxy } from './proxy.js';
+import { targetOf } from './target.js';
 
 export interface OutboundRequest {
   method: string;
@@ -40,13 +41,13 @@ export class OutboundNetworkError extends Error {}
 
 export async function sendOutbound(request: OutboundRequest, allow: AllowList, proxy: OutboundProxy | null = null): Promise<OutboundAnswer> {
   const { url } = request;
-  const host = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
-  const port = url.port ? Number(url.port) : url.protocol === 'https:' ? 443 : 80;
+  const target = targetOf(url);
+  const { host, port } = target;
   const giveUp = new AbortController();
   const agent = proxy?.agentFor(url, giveUp.signal) ?? null;
   if (agent) {
     if (!allow.namesHost(host, port)) checkAll(allow, host, port, await resolve(host, true));
-    return exchange(request, port, { agent }, giveUp);
+    return exchange(request, target, { agent }, giveUp);
   }
   const addresses = await resolve(host, false);
   checkAll(allow, host, port, addresses);
@@ -60,7 +61,7 @@ export async function sendOutbound(request: OutboundRequest, allow: AllowList, p
     } else callback(null, usable[0].address, usable[0].family);
   };
   // A fresh connection per request: a pooled socket could outlive the address check.
-  return exchange(request, port, { lookup: vettedLookup, agent: false }, giveUp);
+  return exchange(request, target, { lookup: vettedLookup, agent: false }, giveUp);
 }
 
 function checkAll(allow: AllowList, host: string, port: number, addresses: LookupAddress[]): void {
@@ -88,7 +89,7 @@ async function resolve(host: string, proxied: boolean): Promise<LookupAddress[]>
 type Connection = { lookup: LookupFunction; agent: false } | { agent: http.Agent };
 
 /** `giveUp` is aborted when the deadline passes: whatever the connection opened closes. */
-function exchange(request: OutboundRequest, port: number, connection: Connection, giveUp: AbortController): Promise<OutboundAnswer> {
+function exchange(request: OutboundRequest, target: { host: string; port: number }, connection: Connection, giveUp: AbortController): Promise<OutboundAnswer> {
   const { url } = request;
   const transport = url.protocol === 'https:' ? https : http;
   return new Promise((done, fail) => {
@@ -102,8 +103,8 @@ function exchange(request: OutboundRequest, port: number, connection: Connection
     const req = transport.request(
       {
         protocol: url.protocol,
-        hostname: url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname,
-        port,
+        hostname: target.host,
+        port: target.port,
         path: `${url.pathname}${url.search}`,
         method: request.method,
         headers: request.headers,

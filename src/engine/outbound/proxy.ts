@@ -16,6 +16,7 @@ import type { Agent } from 'node:http';
 import { BlockList, isIP } from 'node:net';
 import { HttpProxyAgent } from 'http-proxy-agent';
 import { HttpsProxyAgent } from 'https-proxy-agent';
+import { targetOf, unbracket } from './target.js';
 
 export interface OutboundProxy {
   /**
@@ -52,8 +53,7 @@ export function createOutboundProxy(proxyUrl: string | undefined, noProxy: reado
   const direct = noProxyMatcher(noProxy);
   return {
     agentFor(url, signal) {
-      const host = bare(url.hostname);
-      const port = url.port ? Number(url.port) : url.protocol === 'https:' ? 443 : 80;
+      const { host, port } = targetOf(url);
       if (direct(host, port)) return null;
       // An agent per call, keeping no connection (each call connects afresh, as direct calls
       // do); the signal goes to the socket it opens to the proxy.
@@ -78,7 +78,7 @@ export function noProxyMatcher(entries: readonly string[]): (host: string, port:
       continue;
     }
     const withPort = /^(\[[0-9a-f:.]+\]|[^:\s]+):(\d{1,5})$/.exec(entry);
-    const target = withPort ? bare(withPort[1]) : bare(entry);
+    const target = withPort ? unbracket(withPort[1]) : unbracket(entry);
     const port = withPort ? Number(withPort[2]) : null;
     const cidr = /^(.+)\/(\d{1,3})$/.exec(target);
     if (cidr || isIP(target) !== 0) {
@@ -99,7 +99,7 @@ export function noProxyMatcher(entries: readonly string[]): (host: string, port:
   }
   return (host, port) => {
     if (everything) return true;
-    const name = bare(host.toLowerCase());
+    const name = unbracket(host.toLowerCase());
     const family = isIP(name);
     return rules.some((rule) => {
       if (rule.port !== null && rule.port !== port) return false;
@@ -107,8 +107,4 @@ export function noProxyMatcher(entries: readonly string[]): (host: string, port:
       return name === rule.name || name.endsWith(`.${rule.name}`);
     });
   };
-}
-
-function bare(host: string): string {
-  return host.startsWith('[') && host.endsWith(']') ? host.slice(1, -1) : host;
 }
