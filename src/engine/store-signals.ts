@@ -54,7 +54,7 @@ class SignalConnection {
   ) {}
 
   async open(): Promise<void> {
-    const next = new pg.Client({ connectionString: this.container.config.databaseUrl });
+    const next = new pg.Client({ connectionString: this.container.config.databaseUrl, application_name: 'carepath', connectionTimeoutMillis: 10_000 });
     if (this.onWake) next.on('notification', () => this.onWake?.());
     next.on('error', () => {
       if (this.closed) return;

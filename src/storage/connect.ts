@@ -22,6 +22,12 @@ export interface StoreOptions {
   schema?: string;
   /** PostgreSQL only: connections in the pool. */
   poolSize?: number;
+  /**
+   * PostgreSQL only: how long a query waits for a connection (a new one, or a busy pool's next
+   * free one) before it fails as a passing store error (a request then answers 503
+   * `store_unavailable`). Default 10 s.
+   */
+  connectTimeoutMs?: number;
 }
 
 // COUNT(*) and BIGINT come back from pg as strings (they may exceed 2^53). Every bigint this
@@ -116,6 +122,11 @@ function openPostgres(databaseUrl: string, options: StoreOptions): Store {
   const pool = new pg.Pool({
     connectionString: databaseUrl,
     max: options.poolSize ?? 20,
+    // Without a limit a query waits for ever when the database stops answering or the pool is
+    // exhausted; a caller is better served by a 503 it can retry.
+    connectionTimeoutMillis: options.connectTimeoutMs ?? 10_000,
+    // So a database administrator sees whose connections these are (pg_stat_activity).
+    application_name: 'carepath',
     options: options.schema ? `-c search_path=${options.schema}` : undefined,
   });
   // An idle client that loses its server must not crash the process; the next query reconnects.

@@ -9,6 +9,8 @@ import Database from 'better-sqlite3';
 import pg from 'pg';
 import { describeEachStore, simpleBlueprint } from '../helpers/test-env.js';
 import { webTriggerFor } from '../helpers/engine-harness.js';
+import { openStore, postgresPoolOf } from '../../src/storage/connect.js';
+import { isTransientStoreError } from '../../src/lib/store-errors.js';
 
 describeEachStore('a store that does not answer', (env) => {
   it('answers a fire 503 store_unavailable with Retry-After, writes nothing, and the next fire goes through', async () => {
@@ -60,4 +62,26 @@ describeEachStore('a store that does not answer', (env) => {
     expect(next.statusCode).toBe(201);
     expect(await runsOfTrigger()).toBe(1);
   }, 30_000);
+});
+
+describeEachStore('PostgreSQL connections', (env) => {
+  it('name themselves carepath, and a query that gets no connection in time fails as a passing store error', async () => {
+    if (env.kind === 'sqlite') return; // one file, one connection: nothing to wait for
+    const name = await sql<{ n: string }>`select current_setting('application_name') as n`.execute(env.db);
+    expect(name.rows[0].n).toBe('carepath');
+
+    // A pool of one whose connection is held: the next query waits for it, then gives up.
+    const schema = (await sql<{ s: string }>`select current_schema() as s`.execute(env.db)).rows[0].s;
+    const store = openStore(env.container.config.databaseUrl, { schema, poolSize: 1, connectTimeoutMs: 200 });
+    const held = await postgresPoolOf(store.db)!.connect();
+    try {
+      const started = Date.now();
+      const failure = await sql`select 1`.execute(store.db).then(() => null, (error: unknown) => error);
+      expect(isTransientStoreError(failure)).toBe(true);
+      expect(Date.now() - started).toBeLessThan(5_000);
+    } finally {
+      held.release();
+      await store.close();
+    }
+  });
 });
