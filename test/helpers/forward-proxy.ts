@@ -5,6 +5,7 @@
  * resolves names through its own table, standing in for DNS that only the proxy can reach.
  */
 import http from 'node:http';
+import https from 'node:https';
 import net, { type AddressInfo } from 'node:net';
 
 export interface ProxyRequest {
@@ -21,11 +22,17 @@ export class ForwardProxy {
   private readonly sockets = new Set<net.Socket>();
   port = 0;
 
-  /** `names` maps host names to the `host:port` the proxy really connects to. */
-  constructor(private readonly names: Record<string, string> = {}) {}
+  /**
+   * `names` maps host names to the `host:port` the proxy really connects to; with `tls` the
+   * proxy itself is reached over TLS (an `https://` proxy URL).
+   */
+  constructor(
+    private readonly names: Record<string, string> = {},
+    private readonly tls?: { key: Buffer; cert: Buffer },
+  ) {}
 
   async listen(): Promise<number> {
-    this.server = http.createServer((req, res) => {
+    const handler: http.RequestListener = (req, res) => {
       const target = new URL(req.url ?? '/');
       this.requests.push({ method: req.method ?? '', target: target.href, proxyAuthorization: req.headers['proxy-authorization'] });
       const [host, port] = this.route(target.hostname, Number(target.port || 80));
@@ -37,7 +44,8 @@ export class ForwardProxy {
       });
       upstream.on('error', () => res.writeHead(502).end());
       req.pipe(upstream);
-    });
+    };
+    this.server = this.tls ? https.createServer(this.tls, handler) : http.createServer(handler);
     this.server.on('connect', (req: http.IncomingMessage, client: net.Socket, head: Buffer) => {
       this.requests.push({ method: 'CONNECT', target: req.url ?? '', proxyAuthorization: req.headers['proxy-authorization'] });
       const [name, portText] = (req.url ?? '').split(':');
@@ -55,7 +63,7 @@ export class ForwardProxy {
       upstream.on('error', drop);
       client.on('error', drop);
     });
-    this.server.on('connection', (socket: net.Socket) => {
+    this.server.on(this.tls ? 'secureConnection' : 'connection', (socket: net.Socket) => {
       this.sockets.add(socket);
       socket.on('close', () => this.sockets.delete(socket));
     });
@@ -65,7 +73,7 @@ export class ForwardProxy {
   }
 
   url(credentials = ''): string {
-    return `http://${credentials ? `${credentials}@` : ''}127.0.0.1:${this.port}`;
+    return `${this.tls ? 'https' : 'http'}://${credentials ? `${credentials}@` : ''}127.0.0.1:${this.port}`;
   }
 
   private route(name: string, port: number): [string, number] {

@@ -144,7 +144,7 @@ describe('the carepath process [sqlite]', () => {
     expect(await third.exited).toBe(0);
   }, 120_000);
 
-  it('serve sends http automations through CAREPATH_HTTP_PROXY, to hosts CAREPATH_HTTP_ALLOW names, trusting NODE_EXTRA_CA_CERTS', async () => {
+  it('serve sends http automations through an https CAREPATH_HTTP_PROXY, to hosts CAREPATH_HTTP_ALLOW names, trusting NODE_EXTRA_CA_CERTS', async () => {
     const ledger = new LedgerServer();
     await ledger.listen();
     // An https partner whose certificate an internal CA issued (here: a self-signed one).
@@ -154,11 +154,15 @@ describe('the carepath process [sqlite]', () => {
       res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ key: req.headers['idempotency-key'] }));
     });
     await new Promise<void>((resolve) => secure.listen(0, '127.0.0.1', resolve));
-    // Both names resolve at the proxy only, as outside names do in many hospital networks.
-    const proxy = new ForwardProxy({
-      'partner.invalid': `127.0.0.1:${ledger.port}`,
-      'secure.invalid': `127.0.0.1:${(secure.address() as AddressInfo).port}`,
-    });
+    // Both names resolve at the proxy only, as outside names do in many hospital networks. The
+    // proxy is itself reached over TLS, with a certificate of the same internal CA.
+    const proxy = new ForwardProxy(
+      {
+        'partner.invalid': `127.0.0.1:${ledger.port}`,
+        'secure.invalid': `127.0.0.1:${(secure.address() as AddressInfo).port}`,
+      },
+      { key: readFileSync(tlsFiles('self-signed.key')), cert: readFileSync(tlsFiles('self-signed.crt')) },
+    );
     await proxy.listen();
     try {
       const port = await freePort();
