@@ -131,6 +131,12 @@ function openPostgres(databaseUrl: string, options: StoreOptions): Store {
   });
   // An idle client that loses its server must not crash the process; the next query reconnects.
   pool.on('error', () => undefined);
+  // Nor a checked-out one: node-postgres emits the loss of a connection as an 'error' event on
+  // the client even while a query or a transaction holds it, and the pool listens only while it
+  // is idle. Unheard, that event ended the process (a worker whose connection the database
+  // terminated between a query's failure and its release). The holder sees the failure anyway
+  // (its query fails, or the next one: "not queryable"), and the pool drops the client on release.
+  pool.on('connect', (client) => client.on('error', () => undefined));
   const db = new Kysely<Database>({ dialect: new SchemaScopedPostgresDialect({ pool }) });
   postgresPools.set(db, pool);
   return { db, dialect: 'postgres', close: () => db.destroy() };

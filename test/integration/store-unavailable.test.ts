@@ -84,4 +84,27 @@ describeEachStore('PostgreSQL connections', (env) => {
       await store.close();
     }
   });
+
+  it('survive the database ending a connection that a transaction holds: the transaction fails, nothing crashes, the next query works', async () => {
+    if (env.kind === 'sqlite') return;
+    const admin = new pg.Client({ connectionString: env.container.config.databaseUrl });
+    await admin.connect();
+    try {
+      const failure = await env.db
+        .transaction()
+        .execute(async (tx) => {
+          const { rows } = await sql<{ pid: number }>`select pg_backend_pid() as pid`.execute(tx);
+          await admin.query('select pg_terminate_backend($1)', [rows[0].pid]);
+          // The connection's end reaches the client while the transaction still holds it.
+          await new Promise((resolve) => setTimeout(resolve, 200));
+          await sql`select 1`.execute(tx);
+        })
+        .then(() => null, (error: unknown) => error);
+      expect(isTransientStoreError(failure)).toBe(true);
+      const again = await sql<{ one: number }>`select 1 as one`.execute(env.db);
+      expect(again.rows[0].one).toBe(1);
+    } finally {
+      await admin.end();
+    }
+  });
 });
