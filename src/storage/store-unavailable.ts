@@ -19,6 +19,7 @@ const WHAT_WENT_WRONG: Record<string, string> = {
   EAI_AGAIN: 'the host name did not resolve (no answer from DNS)',
   ETIMEDOUT: 'the connection timed out; a firewall, or the wrong host?',
   EHOSTUNREACH: 'the host cannot be reached',
+  ECONNRESET: 'the connection was reset before PostgreSQL answered; is it PostgreSQL on that port, or does a firewall or proxy cut it?',
   '28P01': 'PostgreSQL refused the user name or password',
   '28000': 'PostgreSQL does not accept this user (no such role, or pg_hba.conf refuses it from here)',
   '3D000': 'the database does not exist; create it first (createdb)',
@@ -30,14 +31,25 @@ const WHAT_WENT_WRONG: Record<string, string> = {
   SQLITE_CORRUPT: 'the database file is damaged; restore it from a backup (docs/operations.md)',
 };
 
+/** What node-postgres says without a code when a connection never got going. */
+const WHAT_WENT_WRONG_UNCODED: [RegExp, string][] = [
+  [
+    /^Connection terminated unexpectedly$/,
+    'the connection was closed before PostgreSQL answered; is it PostgreSQL on that port, and does a firewall or proxy cut it (or does the server want TLS: ?sslmode=require)?',
+  ],
+  [/^(timeout exceeded when trying to connect|Connection terminated due to connection timeout)$/, 'no answer within 10 s; a firewall dropping packets, or the wrong host?'],
+];
+
 export function storeUnavailable(databaseUrl: string, error: unknown): StoreUnavailableError | null {
   const code = (error as { code?: unknown } | null)?.code;
-  if (typeof code !== 'string' || !Object.hasOwn(WHAT_WENT_WRONG, code)) return null;
   // The driver's own words go along: at this stage they name a host, a role or a file, never data.
-  const said = error instanceof Error && error.message ? `: ${error.message}` : '';
-  return new StoreUnavailableError(
-    `cannot open the store in CAREPATH_DATABASE_URL (${withoutPassword(databaseUrl)}): ${WHAT_WENT_WRONG[code]} [${code}${said}]`,
-  );
+  const words = error instanceof Error ? error.message : '';
+  const where = `cannot open the store in CAREPATH_DATABASE_URL (${withoutPassword(databaseUrl)})`;
+  if (typeof code === 'string' && Object.hasOwn(WHAT_WENT_WRONG, code)) {
+    return new StoreUnavailableError(`${where}: ${WHAT_WENT_WRONG[code]} [${code}${words ? `: ${words}` : ''}]`);
+  }
+  const uncoded = code === undefined ? WHAT_WENT_WRONG_UNCODED.find(([pattern]) => pattern.test(words)) : undefined;
+  return uncoded ? new StoreUnavailableError(`${where}: ${uncoded[1]} [${words}]`) : null;
 }
 
 /** The URL as it may be printed: a PostgreSQL password (in the user part or a parameter) replaced by `***`. */

@@ -5,7 +5,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import https from 'node:https';
-import type { AddressInfo } from 'node:net';
+import { createServer, type AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -56,6 +56,19 @@ describe('the carepath process [sqlite]', () => {
     expect(refused.stderr()).toBe(
       `carepath: cannot open the store in CAREPATH_DATABASE_URL (postgres://carepath:***@127.0.0.1:${port}/carepath): ` +
         `nothing listens there; is PostgreSQL running, on that host and port? [ECONNREFUSED: connect ECONNREFUSED 127.0.0.1:${port}]\n`,
+    );
+
+    // Something listens, but closes every connection at once (not PostgreSQL, or a firewall).
+    const closer = createServer((socket) => socket.end());
+    await new Promise<void>((resolve) => closer.listen(0, '127.0.0.1', resolve));
+    const closerPort = (closer.address() as AddressInfo).port;
+    const cut = start(['migrate'], { CAREPATH_DATABASE_URL: `postgres://carepath@127.0.0.1:${closerPort}/carepath` });
+    running.push(cut);
+    expect(await cut.exited).toBe(1);
+    closer.close();
+    expect(cut.stderr()).toBe(
+      `carepath: cannot open the store in CAREPATH_DATABASE_URL (postgres://carepath@127.0.0.1:${closerPort}/carepath): the connection was closed before PostgreSQL answered; ` +
+        'is it PostgreSQL on that port, and does a firewall or proxy cut it (or does the server want TLS: ?sslmode=require)? [Connection terminated unexpectedly]\n',
     );
 
     const file = join(dir, 'not-a-database.db');

@@ -23,6 +23,22 @@ describe('storeUnavailable', () => {
     );
   });
 
+  it('explains a connection that was cut or never answered, which node-postgres reports without a code', () => {
+    const cut = storeUnavailable('postgres://u:pw@db.internal:5432/cp', new Error('Connection terminated unexpectedly'));
+    expect(cut!.message).toBe(
+      'cannot open the store in CAREPATH_DATABASE_URL (postgres://u:***@db.internal:5432/cp): the connection was closed before PostgreSQL answered; ' +
+        'is it PostgreSQL on that port, and does a firewall or proxy cut it (or does the server want TLS: ?sslmode=require)? [Connection terminated unexpectedly]',
+    );
+    for (const words of ['timeout exceeded when trying to connect', 'Connection terminated due to connection timeout']) {
+      expect(storeUnavailable('postgres://db.internal/cp', new Error(words))!.message).toMatch(/: no answer within 10 s; a firewall dropping packets, or the wrong host\? \[/);
+    }
+    const reset = Object.assign(new Error('read ECONNRESET'), { code: 'ECONNRESET' });
+    expect(storeUnavailable('postgres://db.internal/cp', reset)!.message).toMatch(/: the connection was reset before PostgreSQL answered; .* \[ECONNRESET: read ECONNRESET\]$/);
+    // The same words with a code, or among others, are someone else's failure.
+    expect(storeUnavailable('postgres://db.internal/cp', Object.assign(new Error('Connection terminated unexpectedly'), { code: 'XX000' }))).toBeNull();
+    expect(storeUnavailable('postgres://db.internal/cp', new Error('migration 0007: Connection terminated unexpectedly'))).toBeNull();
+  });
+
   it('leaves every other failure to keep its own message', () => {
     expect(storeUnavailable('sqlite:x.db', new Error('a migration failed'))).toBeNull();
     expect(storeUnavailable('sqlite:x.db', Object.assign(new Error('unique'), { code: '23505' }))).toBeNull();
