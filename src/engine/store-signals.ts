@@ -14,6 +14,7 @@
 import pg from 'pg';
 import { sql } from 'kysely';
 import type { Container } from '../container.js';
+import { POSTGRES_CONNECTION_DEFAULTS } from '../storage/connect.js';
 
 export const RUNS_CHANNEL = 'carepath_runs';
 
@@ -54,7 +55,7 @@ class SignalConnection {
   ) {}
 
   async open(): Promise<void> {
-    const next = new pg.Client({ connectionString: this.container.config.databaseUrl, application_name: 'carepath', connectionTimeoutMillis: 10_000 });
+    const next = new pg.Client({ connectionString: this.container.config.databaseUrl, ...POSTGRES_CONNECTION_DEFAULTS });
     if (this.onWake) next.on('notification', () => this.onWake?.());
     next.on('error', () => {
       if (this.closed) return;

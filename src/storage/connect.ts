@@ -25,10 +25,18 @@ export interface StoreOptions {
   /**
    * PostgreSQL only: how long a query waits for a connection (a new one, or a busy pool's next
    * free one) before it fails as a passing store error (a request then answers 503
-   * `store_unavailable`). Default 10 s.
+   * `store_unavailable`). Default: POSTGRES_CONNECTION_DEFAULTS.
    */
   connectTimeoutMs?: number;
 }
+
+/**
+ * What every PostgreSQL connection of the service says and waits: the pool's, and the LISTEN
+ * connection of engine/store-signals.ts. The name shows whose connections these are
+ * (`pg_stat_activity`); the wait bounds a connection attempt, or a busy pool's queue, which
+ * node-postgres would otherwise wait out for ever.
+ */
+export const POSTGRES_CONNECTION_DEFAULTS = { application_name: 'carepath', connectionTimeoutMillis: 10_000 } as const;
 
 // COUNT(*) and BIGINT come back from pg as strings (they may exceed 2^53). Every bigint this
 // service stores (counts, milliseconds) fits in a double, so read them as numbers.
@@ -122,11 +130,10 @@ function openPostgres(databaseUrl: string, options: StoreOptions): Store {
   const pool = new pg.Pool({
     connectionString: databaseUrl,
     max: options.poolSize ?? 20,
-    // Without a limit a query waits for ever when the database stops answering or the pool is
-    // exhausted; a caller is better served by a 503 it can retry.
-    connectionTimeoutMillis: options.connectTimeoutMs ?? 10_000,
-    // So a database administrator sees whose connections these are (pg_stat_activity).
-    application_name: 'carepath',
+    // A query that gets no connection in time fails as a passing store error: a caller is better
+    // served by a 503 it can retry than by a request that hangs.
+    ...POSTGRES_CONNECTION_DEFAULTS,
+    connectionTimeoutMillis: options.connectTimeoutMs ?? POSTGRES_CONNECTION_DEFAULTS.connectionTimeoutMillis,
     options: options.schema ? `-c search_path=${options.schema}` : undefined,
   });
   // An idle client that loses its server must not crash the process; the next query reconnects.

@@ -5,6 +5,8 @@
  * Only failures of reaching or opening the store are translated; anything else (a failing
  * migration, a bug) keeps its own message.
  */
+import { POSTGRES_CONNECTION_DEFAULTS } from './connect.js';
+
 export class StoreUnavailableError extends Error {
   constructor(message: string) {
     super(message);
@@ -37,7 +39,10 @@ const WHAT_WENT_WRONG_UNCODED: [RegExp, string][] = [
     /^Connection terminated unexpectedly$/,
     'the connection was closed before PostgreSQL answered; is it PostgreSQL on that port, and does a firewall or proxy cut it (or does the server want TLS: ?sslmode=require)?',
   ],
-  [/^(timeout exceeded when trying to connect|Connection terminated due to connection timeout)$/, 'no answer within 10 s; a firewall dropping packets, or the wrong host?'],
+  [
+    /^(timeout exceeded when trying to connect|Connection terminated due to connection timeout)$/,
+    `no answer within ${POSTGRES_CONNECTION_DEFAULTS.connectionTimeoutMillis / 1000} s; a firewall dropping packets, or the wrong host?`,
+  ],
 ];
 
 export function storeUnavailable(databaseUrl: string, error: unknown): StoreUnavailableError | null {
@@ -65,4 +70,3 @@ export function withoutPassword(databaseUrl: string): string {
     return 'postgres://… (not a valid URL)';
   }
 }
-
