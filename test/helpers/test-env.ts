@@ -74,6 +74,11 @@ export class TestEnv {
     return this.container.db;
   }
 
+  /** PostgreSQL: the schema this suite's store lives in (undefined on SQLite). */
+  get schema(): string | undefined {
+    return this.store.storeOptions.schema;
+  }
+
   /** A new tenant (unless given) with a new workspace and a full-access key. */
   async workspace(tenantName?: string): Promise<TestWorkspace> {
     const at = new Date().toISOString();

@@ -6,7 +6,6 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TestEnv, type TestWorkspace } from '../helpers/test-env.js';
 import { fire, webTriggerFor } from '../helpers/engine-harness.js';
@@ -23,8 +22,7 @@ interface WorkerProcess {
 /** The test's store as a worker process reaches it: its URL, and on PostgreSQL its schema. */
 async function storeOf(env: TestEnv): Promise<{ databaseUrl: string; schema: string }> {
   if (env.kind === 'sqlite') return { databaseUrl: env.container.config.databaseUrl, schema: '' };
-  const { rows } = await sql<{ schema: string }>`select current_schema() as schema`.execute(env.db);
-  return { databaseUrl: env.container.config.databaseUrl, schema: rows[0].schema };
+  return { databaseUrl: env.container.config.databaseUrl, schema: env.schema! };
 }
 
 async function spawnWorker(env: TestEnv, id: string): Promise<WorkerProcess> {

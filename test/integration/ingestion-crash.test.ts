@@ -1,6 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createInterface } from 'node:readline';
-import { sql } from 'kysely';
 import { expect, it } from 'vitest';
 import { describeEachStore, type TestEnv } from '../helpers/test-env.js';
 import { bundle, createEndpoint, eventTrigger, type Endpoint } from '../helpers/deliveries.js';
@@ -15,7 +14,7 @@ interface Child {
 }
 
 async function startChild(env: TestEnv): Promise<Child> {
-  const schema = env.kind === 'postgres' ? (await sql<{ s: string }>`select current_schema() as s`.execute(env.db)).rows[0].s : undefined;
+  const schema = env.schema;
   const child = spawn(process.execPath, ['--import', 'tsx', 'test/helpers/inbound-process.ts'], {
     env: {
       ...process.env,

@@ -1,4 +1,3 @@
-import { sql } from 'kysely';
 import { afterAll, expect, it } from 'vitest';
 import { createContainer, type Container } from '../../src/container.js';
 import { loadConfig } from '../../src/config.js';
@@ -12,7 +11,7 @@ const BUDGET = 6;
 
 /** A second service process on the same PostgreSQL schema, as far as the store can tell. */
 async function secondProcess(env: TestEnv): Promise<{ container: Container; app: Api }> {
-  const schema = (await sql<{ s: string }>`select current_schema() as s`.execute(env.db)).rows[0].s;
+  const schema = env.schema;
   const container = await createContainer(
     loadConfig({ CAREPATH_DATABASE_URL: env.container.config.databaseUrl, CAREPATH_RATE_LIMIT: `${BUDGET}/60s` }),
     { logger: createLogger('silent'), storeOptions: { schema, poolSize: 2 } },

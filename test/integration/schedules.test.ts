@@ -1,4 +1,3 @@
-import { sql } from 'kysely';
 import { expect, it } from 'vitest';
 import { describeEachStore, simpleBlueprint, type TestEnv, type TestWorkspace } from '../helpers/test-env.js';
 import { runsOf, savedQuery, schedulerFor, searchTrigger } from '../helpers/deliveries.js';
@@ -42,7 +41,7 @@ async function nextRunAt(ws: TestWorkspace, triggerId: string): Promise<string |
  */
 async function secondContainer(env: TestEnv): Promise<Container> {
   if (env.kind === 'sqlite') return env.container;
-  const schema = env.kind === 'postgres' ? (await sql<{ s: string }>`select current_schema() as s`.execute(env.db)).rows[0].s : undefined;
+  const schema = env.schema;
   return createContainer(loadConfig({ CAREPATH_DATABASE_URL: env.container.config.databaseUrl }), {
     clock,
     logger: createLogger('silent'),

@@ -270,8 +270,7 @@ describeEachStore('tag bitmaps of records stored before they existed', (env) => 
     const opened = openStore(store.databaseUrl, store.storeOptions);
     const db = opened.db;
     try {
-      const migrationTableSchema =
-        env.kind === 'postgres' ? (await sql<{ s: string }>`select current_schema() as s`.execute(db)).rows[0].s : undefined;
+      const migrationTableSchema = store.storeOptions.schema;
       const migrator = new Migrator({ db, provider: { getMigrations: async () => migrations }, migrationTableSchema });
       expect((await migrator.migrateTo('0003_ingestion')).error).toBeUndefined();
       const at = '2026-01-01T00:00:00.000Z';

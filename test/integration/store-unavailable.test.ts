@@ -32,7 +32,7 @@ describeEachStore('a store that does not answer', (env) => {
       }
     } else {
       // The fire waits behind a lock; then the database ends its connection, as in a failover.
-      const schema = (await sql<{ s: string }>`select current_schema() as s`.execute(env.db)).rows[0].s;
+      const schema = env.schema!;
       const locker = new pg.Client({ connectionString: env.container.config.databaseUrl });
       await locker.connect();
       try {
@@ -71,7 +71,7 @@ describeEachStore('PostgreSQL connections', (env) => {
     expect(name.rows[0].n).toBe('carepath');
 
     // A pool of one whose connection is held: the next query waits for it, then gives up.
-    const schema = (await sql<{ s: string }>`select current_schema() as s`.execute(env.db)).rows[0].s;
+    const schema = env.schema;
     const store = openStore(env.container.config.databaseUrl, { schema, poolSize: 1, connectTimeoutMs: 200 });
     const held = await postgresPoolOf(store.db)!.connect();
     try {
