@@ -79,7 +79,7 @@ export async function createContainer(config: Config, options: ContainerOptions 
       ? new PostgresRateLimiter(store.db, config.rateLimit, () => clock.now().getTime())
       : new MemoryRateLimiter(config.rateLimit, () => clock.now().getTime());
   const keyUsage = new KeyUsageRecorder(store.db, clock, (error) =>
-    logger.warn({ err: { message: (error as Error).message } }, 'could not record key usage'),
+    logger.warn({ err: loggableError(error) }, 'could not record key usage'),
   );
   const signals = new WorkSignals();
   const runCreator = new RunCreator(store.db, signals, {

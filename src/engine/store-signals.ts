@@ -15,6 +15,7 @@ import pg from 'pg';
 import { sql } from 'kysely';
 import type { Container } from '../container.js';
 import { POSTGRES_CONNECTION_DEFAULTS } from '../storage/connect.js';
+import { loggableError } from '../lib/store-errors.js';
 
 export const RUNS_CHANNEL = 'carepath_runs';
 
@@ -90,7 +91,7 @@ class SignalConnection {
       : sql`select pg_notify(${RUNS_CHANNEL}, '')`.execute(this.container.db);
     sent
       .catch((error: Error) => {
-        if (!this.closed) this.container.logger.warn({ err: { message: error.message } }, 'could not notify other processes of new runs');
+        if (!this.closed) this.container.logger.warn({ err: loggableError(error) }, 'could not notify other processes of new runs');
       })
       .finally(() => {
         this.sending = false;

@@ -14,6 +14,7 @@ import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import { ExpressionCache } from '../lib/fhirpath.js';
 import { addMs } from '../lib/clock.js';
+import { loggableError } from '../lib/store-errors.js';
 import { GraphCache } from './graph-cache.js';
 import type { EngineServices } from './engine-services.js';
 import { loadClaimedRuns, type LoadedRun } from './run-loader.js';
@@ -140,7 +141,7 @@ export class RunWorker {
         try {
           claimed = (await this.claimAndStart(limit)).length;
         } catch (error) {
-          this.services.logger.error({ err: { message: (error as Error).message }, workerId: this.id }, 'claiming runs failed');
+          this.services.logger.error({ err: loggableError(error, { frames: true }), workerId: this.id }, 'claiming runs failed');
         } finally {
           this.reserved -= limit;
           // A claim that took fewer runs than it reserved leaves room for the other loop.
@@ -279,7 +280,7 @@ export class RunWorker {
 
   /** An unexpected failure (a store error, a bug): log it, and let the run be retried later. */
   private async letGoAfterFailure(runId: string, error: unknown): Promise<void> {
-    this.services.logger.error({ err: { message: (error as Error).message }, runId, workerId: this.id }, 'executing a run failed; it will be retried');
+    this.services.logger.error({ err: loggableError(error, { frames: true }), runId, workerId: this.id }, 'executing a run failed; it will be retried');
     const held = this.held.get(runId);
     if (!held || held.lost) return;
     const retryAt = addMs(this.services.clock.now().toISOString(), RETRY_AFTER_FAILURE_MS);
@@ -305,7 +306,7 @@ export class RunWorker {
       const extended = await extendLeases(this.services.db, holding.map((held) => held.lease), until);
       for (const held of holding) if (!extended.has(held.lease.runId) && this.held.get(held.lease.runId) === held) held.lost = true;
     } catch (error) {
-      this.services.logger.warn({ err: { message: (error as Error).message }, workerId: this.id }, 'heartbeat failed');
+      this.services.logger.warn({ err: loggableError(error), workerId: this.id }, 'heartbeat failed');
     }
   }
 }

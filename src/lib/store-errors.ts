@@ -26,19 +26,45 @@ export function isTransientStoreError(error: unknown): boolean {
   return TRANSIENT_MESSAGES.some((pattern) => pattern.test(error.message));
 }
 
+/** Stack frames kept in a log line (V8 records 10 by default): where it failed, not a wall of text. */
+const MAX_FRAMES = 10;
+
 /**
  * What may be logged of an error met while working on health data: its type and code (a
  * SQLSTATE, `SQLITE_BUSY`, `ECONNREFUSED`: enough to act on at 2 a.m.), and its words only when
  * the store did not answer (they name a host or a connection). Other messages stay out of the
  * log: a driver's may quote the value it choked on (`invalid input syntax for type uuid: "…"`),
  * a JSON parser's a piece of the body.
+ *
+ * With `frames`, the stack's frames come too (`at function (file:line:column)`), without its
+ * first line, which repeats the message: for a failure nobody expected, where it happened is
+ * what a maintainer needs, and a frame names code, never data.
  */
-export function loggableError(error: unknown): { type: string; code?: string; message?: string } {
+export function loggableError(error: unknown, options: { frames?: boolean } = {}): { type: string; code?: string; message?: string; frames?: string[] } {
   const type = error instanceof Error ? error.name : typeof error;
   const code = (error as { code?: unknown } | null)?.code;
+  const frames = options.frames && error instanceof Error ? stackFrames(error) : [];
   return {
     type,
     ...(typeof code === 'string' || typeof code === 'number' ? { code: String(code) } : {}),
     ...(isTransientStoreError(error) ? { message: (error as Error).message } : {}),
+    ...(frames.length > 0 ? { frames } : {}),
   };
+}
+
+/**
+ * The `at …` lines of V8's stack text. A message may span lines of its own, even lines shaped
+ * like frames: a line that is also a line of the message is never kept.
+ */
+function stackFrames(error: Error): string[] {
+  const stack = typeof error.stack === 'string' ? error.stack : '';
+  const messageLines = new Set(String(error.message).split('\n').map((line) => line.trim()));
+  const frames: string[] = [];
+  for (const line of stack.split('\n')) {
+    const trimmed = line.trim();
+    if (!/^\s+at \S/.test(line) || messageLines.has(trimmed)) continue;
+    frames.push(trimmed.slice(3));
+    if (frames.length === MAX_FRAMES) break;
+  }
+  return frames;
 }

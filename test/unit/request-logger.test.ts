@@ -1,20 +1,8 @@
-import { Writable } from 'node:stream';
 import Fastify, { LogController, type FastifyBaseLogger } from 'fastify';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { createLogger, type Logger } from '../../src/lib/logger.js';
+import type { Logger } from '../../src/lib/logger.js';
+import { capturedLogger } from '../helpers/log-capture.js';
 import { lazyRequestLoggerFactory } from '../../src/http/plugins/request-logger.js';
-
-/** A logger at `level` whose lines are collected, parsed, in `lines`. */
-function capturedLogger(level: string): { logger: Logger; lines: Record<string, unknown>[] } {
-  const lines: Record<string, unknown>[] = [];
-  const destination = new Writable({
-    write(chunk: Buffer, _encoding, done) {
-      for (const line of chunk.toString('utf8').split('\n').filter(Boolean)) lines.push(JSON.parse(line));
-      done();
-    },
-  });
-  return { logger: createLogger(level, destination), lines };
-}
 
 /** An app wired as http/app.ts wires its logger: request ids under `requestId`, the lazy factory. */
 function appWith(logger: Logger, logRequests: boolean) {

@@ -79,7 +79,8 @@ export function sendError(reply: FastifyReply, error: ApiError): FastifyReply {
 /**
  * One place maps every failure to `{error, code, requestId}`. A store that did not answer (a
  * cut connection, none to be had, SQLite busy) is 503 `store_unavailable` with Retry-After.
- * Unexpected errors are logged with their stack but never a body; the client sees only `internal`.
+ * Unexpected errors are logged with their type, code and stack frames, never their words (a
+ * driver's or parser's message may quote the data it choked on); the client sees only `internal`.
  */
 export function registerErrorHandling(app: FastifyInstance): void {
   app.setErrorHandler((error: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
@@ -89,7 +90,7 @@ export function registerErrorHandling(app: FastifyInstance): void {
       request.log.warn({ err: loggableError(error) }, 'the store did not answer');
       return sendError(reply, new ApiError('store_unavailable', 'the database did not answer; retry shortly', { 'retry-after': '1' }));
     }
-    request.log.error({ err: { type: error.name, message: error.message, stack: error.stack } }, 'unexpected error');
+    request.log.error({ err: loggableError(error, { frames: true }) }, 'unexpected error');
     return sendError(reply, new ApiError('internal', 'internal server error'));
   });
   app.setNotFoundHandler((request, reply) =>

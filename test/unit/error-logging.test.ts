@@ -1,0 +1,77 @@
+/**
+ * What the HTTP error mapper writes to the log when something nobody expected fails: where it
+ * failed (type, code, stack frames), never the error's words, which may quote health data.
+ */
+import Fastify, { type FastifyBaseLogger } from 'fastify';
+import { afterEach, describe, expect, it } from 'vitest';
+import { registerErrorHandling } from '../../src/http/plugins/errors.js';
+import { loggableError } from '../../src/lib/store-errors.js';
+import { capturedLogger } from '../helpers/log-capture.js';
+
+/** A message as a driver or a parser might write it, quoting what it choked on, over two lines. */
+const QUOTING = 'invalid input syntax for type date: "Jane Doe 1970-01-01"\n    at Patient/4711 (Jane Doe)';
+
+function failingRoute(): never {
+  throw Object.assign(new Error(QUOTING), { code: '22007' });
+}
+
+describe('unexpected errors in the log', () => {
+  const apps: ReturnType<typeof Fastify>[] = [];
+  afterEach(async () => {
+    for (const app of apps.splice(0)) await app.close();
+  });
+
+  it('answers 500 internal, and logs type, code and frames but not the words', async () => {
+    const { logger, lines } = capturedLogger('info');
+    const app = Fastify({ loggerInstance: logger as FastifyBaseLogger, disableRequestLogging: true, genReqId: () => 'req-err-1' });
+    apps.push(app);
+    registerErrorHandling(app);
+    app.get('/fails', async () => failingRoute());
+    const res = await app.inject({ method: 'GET', url: '/fails' });
+    expect(res.statusCode).toBe(500);
+    expect(res.json()).toEqual({ error: 'internal server error', code: 'internal', requestId: 'req-err-1' });
+    const logged = lines.find((line) => line.msg === 'unexpected error') as { err: { type: string; code: string; frames: string[]; message?: string } };
+    expect(logged.err.type).toBe('Error');
+    expect(logged.err.code).toBe('22007');
+    expect(logged.err.message).toBeUndefined();
+    // The first frame is the function that threw, in this file: enough to find the bug.
+    expect(logged.err.frames[0]).toMatch(/^failingRoute \(.*error-logging\.test\.ts:\d+:\d+\)$/);
+    expect(JSON.stringify(lines)).not.toMatch(/Jane|4711|1970/);
+  });
+
+  it('keeps the words of a store that did not answer (they name a host, not data)', async () => {
+    const { logger, lines } = capturedLogger('info');
+    const app = Fastify({ loggerInstance: logger as FastifyBaseLogger, disableRequestLogging: true });
+    apps.push(app);
+    registerErrorHandling(app);
+    app.get('/down', async () => {
+      throw Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' });
+    });
+    const res = await app.inject({ method: 'GET', url: '/down' });
+    expect(res.statusCode).toBe(503);
+    expect(res.headers['retry-after']).toBe('1');
+    expect(res.json()).toMatchObject({ code: 'store_unavailable' });
+    expect(lines.find((line) => line.msg === 'the store did not answer')).toMatchObject({ err: { code: 'ECONNREFUSED', message: 'connect ECONNREFUSED 127.0.0.1:5432' } });
+  });
+});
+
+describe('loggableError frames', () => {
+  it('keeps at most 10 frames, none of them a line of the message', () => {
+    const deep = (n: number): never => (n === 0 ? failingRoute() : deep(n - 1));
+    let caught: unknown;
+    try {
+      deep(30);
+    } catch (error) {
+      caught = error;
+    }
+    const { frames } = loggableError(caught, { frames: true });
+    expect(frames).toHaveLength(10);
+    expect(frames![0]).toMatch(/^failingRoute /);
+    expect(frames!.join('\n')).not.toMatch(/Jane|4711/);
+  });
+
+  it('gives no frames unless asked, and none for what is not an Error', () => {
+    expect(loggableError(new Error('x'))).not.toHaveProperty('frames');
+    expect(loggableError({ stack: '    at secret (data)' }, { frames: true })).toEqual({ type: 'object' });
+  });
+});
