@@ -3,6 +3,8 @@
  * proxy does: plain `http:` requests come in absolute form and are forwarded, `https:` ones
  * open a CONNECT tunnel. It records what it was asked (the target, Proxy-Authorization) and
  * resolves names through its own table, standing in for DNS that only the proxy can reach.
+ * Hosts in `refusals` are answered by the proxy itself with that status (its policy forbids
+ * them, or it cannot reach them), over CONNECT and in absolute form alike.
  */
 import http from 'node:http';
 import https from 'node:https';
@@ -29,12 +31,15 @@ export class ForwardProxy {
   constructor(
     private readonly names: Record<string, string> = {},
     private readonly tls?: { key: Buffer; cert: Buffer },
+    private readonly refusals: Record<string, number> = {},
   ) {}
 
   async listen(): Promise<number> {
     const handler: http.RequestListener = (req, res) => {
       const target = new URL(req.url ?? '/');
       this.requests.push({ method: req.method ?? '', target: target.href, proxyAuthorization: req.headers['proxy-authorization'] });
+      const refusal = this.refusals[target.hostname];
+      if (refusal) return void res.writeHead(refusal, { 'content-type': 'text/html' }).end('<h1>Access denied by egress policy</h1>');
       const [host, port] = this.route(target.hostname, Number(target.port || 80));
       const headers = { ...req.headers };
       delete headers['proxy-authorization'];
@@ -49,6 +54,11 @@ export class ForwardProxy {
     this.server.on('connect', (req: http.IncomingMessage, client: net.Socket, head: Buffer) => {
       this.requests.push({ method: 'CONNECT', target: req.url ?? '', proxyAuthorization: req.headers['proxy-authorization'] });
       const [name, portText] = (req.url ?? '').split(':');
+      const refusal = this.refusals[name];
+      if (refusal) {
+        const page = '<h1>Access denied by egress policy</h1>';
+        return void client.end(`HTTP/1.1 ${refusal} Refused\r\ncontent-type: text/html\r\ncontent-length: ${page.length}\r\n\r\n${page}`);
+      }
       const [host, port] = this.route(name, Number(portText));
       const upstream = net.connect(port, host, () => {
         client.write('HTTP/1.1 200 Connection Established\r\n\r\n');

@@ -1,7 +1,8 @@
 /**
  * http automations through a forward proxy (CAREPATH_HTTP_PROXY): plain http in absolute form,
  * https through a CONNECT tunnel with the target's certificate still verified, the proxy's
- * credentials, CAREPATH_HTTP_NO_PROXY, and the allow-list deciding before anything is sent.
+ * credentials, CAREPATH_HTTP_NO_PROXY, the allow-list deciding before anything is sent, and a
+ * proxy's own refusal told apart from the partner's answer.
  */
 import { readFileSync } from 'node:fs';
 import tls from 'node:tls';
@@ -33,7 +34,12 @@ beforeAll(async () => {
   await new Promise<void>((resolve) => tlsServer.listen(0, '127.0.0.1', resolve));
   const tlsPort = (tlsServer.address() as AddressInfo).port;
   // Names only the proxy can resolve, as in a network whose DNS for the outside is the proxy's.
-  proxy = new ForwardProxy({ 'partner.invalid': `127.0.0.1:${ledger.port}`, 'secure.invalid': `127.0.0.1:${tlsPort}` });
+  proxy = new ForwardProxy(
+    { 'partner.invalid': `127.0.0.1:${ledger.port}`, 'secure.invalid': `127.0.0.1:${tlsPort}` },
+    undefined,
+    // Its policy forbids one host; another it cannot reach.
+    { 'forbidden.invalid': 403, 'down.invalid': 502 },
+  );
   await proxy.listen();
 });
 afterAll(async () => {
@@ -82,6 +88,40 @@ describeEachStore('engine: http automation through a proxy', (env) => {
     const run = await getRun(ws, runId);
     expect(run.automationStatus).toBe('errored');
     expect(run.error?.message).toMatch(/^http GET https:\/\/secure\.invalid\/records request failed: [A-Z_]*(SELF_SIGNED|CERT)[A-Z_]* \(after 3 tries\)$/);
+  });
+
+  it("tells the proxy's refusal of a tunnel from the partner's answer, and keeps its page out of the output", async () => {
+    const ws = await env.workspace();
+    ledger.on('/denied', { status: 403, body: { reason: 'partner says no' } });
+    const { triggerId } = await webTriggerFor(ws, chain('Refused', [httpStep('get', { method: 'GET', url: 'https://forbidden.invalid/x' })]));
+    const { triggerId: partnerTrigger } = await webTriggerFor(ws, chain('Denied', [httpStep('get', { method: 'GET', url: `http://partner.invalid:${ledger.port}/denied` })]));
+    const [refused, denied] = [await fire(ws, triggerId), await fire(ws, partnerTrigger)];
+    const seenByProxy = proxy.requests.length;
+    await testWorker(env, {}, { allow: createAllowList(['forbidden.invalid', 'partner.invalid']), proxy: createOutboundProxy(proxy.url(), []) }).drain();
+    // A 403 will not change by asking again: one try each.
+    expect(proxy.requests.slice(seenByProxy).map((r) => `${r.method} ${r.target}`).sort()).toEqual([
+      'CONNECT forbidden.invalid:443',
+      `GET http://partner.invalid:${ledger.port}/denied`,
+    ]);
+    const byProxy = await getRun(ws, refused);
+    expect(byProxy.automationStatus).toBe('errored');
+    expect(byProxy.error?.message).toBe('http GET https://forbidden.invalid/x was not passed on by the proxy: it answered 403 instead of connecting to forbidden.invalid');
+    expect((await getSteps(ws, refused))[0]).toMatchObject({ outcome: 'failed', output: null });
+    const byPartner = await getRun(ws, denied);
+    expect(byPartner.error?.message).toBe(`http GET http://partner.invalid:${ledger.port}/denied answered 403`);
+    expect((await getSteps(ws, denied))[0]).toMatchObject({ outcome: 'failed', output: { status: 403, body: { reason: 'partner says no' } } });
+  });
+
+  it('tries again when the proxy cannot reach the partner (502 to a CONNECT), and says so', async () => {
+    const ws = await env.workspace();
+    const { triggerId } = await webTriggerFor(ws, chain('Unreachable', [httpStep('get', { method: 'GET', url: 'https://down.invalid/x' })]));
+    const runId = await fire(ws, triggerId);
+    const seenByProxy = proxy.requests.length;
+    await testWorker(env, {}, { allow: createAllowList(['down.invalid']), proxy: createOutboundProxy(proxy.url(), []) }).drain();
+    expect(proxy.requests.slice(seenByProxy)).toEqual(Array(3).fill({ method: 'CONNECT', target: 'down.invalid:443', proxyAuthorization: undefined }));
+    const run = await getRun(ws, runId);
+    expect(run.automationStatus).toBe('errored');
+    expect(run.error?.message).toBe('http GET https://down.invalid/x was not passed on by the proxy: it answered 502 instead of connecting to down.invalid (after 3 tries)');
   });
 
   it('reaches CAREPATH_HTTP_NO_PROXY hosts directly', async () => {

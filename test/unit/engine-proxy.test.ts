@@ -129,15 +129,15 @@ describe('sending through a proxy', () => {
     }
   });
 
-  it("passes on the proxy's own refusal as the answer (407 without credentials)", async () => {
+  it("marks the proxy's own answer (407 without credentials) as the proxy's", async () => {
     const strict = http.createServer((_req, res) => res.writeHead(407, { 'proxy-authenticate': 'Basic realm="egress"' }).end());
     strict.on('connect', (_req, socket) => socket.end('HTTP/1.1 407 Proxy Authentication Required\r\nProxy-Authenticate: Basic realm="egress"\r\n\r\n'));
     await new Promise<void>((resolve) => strict.listen(0, '127.0.0.1', resolve));
     const proxy = createOutboundProxy(`http://127.0.0.1:${(strict.address() as AddressInfo).port}`, []);
     const allow = createAllowList(['partner.example']);
     try {
-      expect((await sendOutbound(request('http://partner.example/x'), allow, proxy)).status).toBe(407);
-      expect((await sendOutbound(request('https://partner.example/x'), allow, proxy)).status).toBe(407);
+      expect(await sendOutbound(request('http://partner.example/x'), allow, proxy)).toMatchObject({ status: 407, fromProxy: true });
+      expect(await sendOutbound(request('https://partner.example/x'), allow, proxy)).toMatchObject({ status: 407, fromProxy: true });
     } finally {
       await new Promise<void>((resolve) => strict.close(() => resolve()));
     }

@@ -39,11 +39,11 @@ export const httpAutomation: AutomationHandler = {
         if (!(error instanceof OutboundNetworkError)) throw error;
         lastProblem = error.message;
       }
-      if (answer && answer.status >= 200 && answer.status < 300) {
+      if (answer && !answer.fromProxy && answer.status >= 200 && answer.status < 300) {
         return { outcome: 'ok', output: answerOutput(answer) };
       }
-      if (answer && !isRetryableStatus(answer.status)) return failed(step, `http ${where} answered ${answer.status}`, answer);
-      if (answer) lastProblem = `answered ${answer.status}`;
+      if (answer && !isRetryableStatus(answer.status)) return failed(step, `http ${where} ${problemOf(answer, url)}`, answer);
+      if (answer) lastProblem = problemOf(answer, url);
       if (attempt === backoff.attempts) {
         return failed(step, `http ${where} ${lastProblem} (after ${attempt} tries)`, answer);
       }
@@ -74,6 +74,16 @@ function requestHeaders(settings: HttpWith, stepKey: string): Record<string, str
   return headers;
 }
 
+/**
+ * What went wrong, in words that send the reader to the right people: the partner's answer, or
+ * the proxy's own when the partner was never reached.
+ */
+function problemOf(answer: OutboundAnswer, url: URL): string {
+  if (!answer.fromProxy) return `answered ${answer.status}`;
+  if (answer.status === 407) return 'was refused by the proxy: it wants credentials (407); give them in CAREPATH_HTTP_PROXY as user:password@';
+  return `was not passed on by the proxy: it answered ${answer.status} instead of connecting to ${url.host}`;
+}
+
 function headerText(value: string | string[] | undefined): string | undefined {
   return Array.isArray(value) ? value[0] : value;
 }
@@ -91,10 +101,11 @@ function answerOutput(answer: OutboundAnswer): { status: number; body: unknown; 
   return answer.truncated ? { status: answer.status, body, truncated: true } : { status: answer.status, body };
 }
 
+/** The step's output is the partner's answer; a proxy's error page is none. */
 function failed(step: StepRequest, message: string, answer: OutboundAnswer | null): StepResult {
   return {
     outcome: 'failed',
-    output: answer ? answerOutput(answer) : null,
+    output: answer && !answer.fromProxy ? answerOutput(answer) : null,
     end: { status: 'errored', nodeId: step.nodeId, message },
   };
 }

@@ -7,7 +7,10 @@
  *
  * Through a proxy (proxy.ts) the same check runs first, on the addresses this process resolves
  * for the target; then the proxy connects. A host named in CAREPATH_HTTP_ALLOW needs no address
- * here (proxied networks often resolve outside names at the proxy only).
+ * here (proxied networks often resolve outside names at the proxy only). An answer the proxy
+ * gave itself is marked as such: https-proxy-agent hands a refused CONNECT's answer to the
+ * request as if the target had sent it, and "the partner answered 403" would send whoever reads
+ * the run's error to the wrong people.
  */
 import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
 import http from 'node:http';
@@ -31,6 +34,11 @@ export interface OutboundAnswer {
   headers: http.IncomingHttpHeaders;
   body: string;
   truncated: boolean;
+  /**
+   * The proxy answered in the target's stead (a CONNECT it refused, or 407 for its own
+   * credentials): the target was never reached, and the body is the proxy's error page.
+   */
+  fromProxy: boolean;
 }
 
 /** The allow-list refused the address: asking again will not help. */
@@ -100,6 +108,15 @@ function exchange(request: OutboundRequest, target: { host: string; port: number
       clearTimeout(deadline);
       outcome();
     };
+    // A tunnel the proxy refused: what follows is its answer, not the target's.
+    let refusedTunnel = false;
+    const viaProxy = connection.agent !== false;
+    const answerOf = (res: http.IncomingMessage, body: Buffer[], truncated: boolean): OutboundAnswer => {
+      const status = res.statusCode ?? 0;
+      // 407 is by definition a proxy's (Proxy Authentication Required), in absolute form as well.
+      const fromProxy = viaProxy && (refusedTunnel || status === 407);
+      return { status, headers: res.headers, body: Buffer.concat(body).toString('utf8'), truncated, fromProxy };
+    };
     const req = transport.request(
       {
         protocol: url.protocol,
@@ -122,16 +139,14 @@ function exchange(request: OutboundRequest, target: { host: string; port: number
             size += room;
             truncated = true;
             // The cap is reached: the answer is what we have; stop reading the rest.
-            finish(() => done({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks).toString('utf8'), truncated }));
+            finish(() => done(answerOf(res, chunks, truncated)));
             res.destroy();
             return;
           }
           chunks.push(chunk);
           size += chunk.length;
         });
-        res.on('end', () =>
-          finish(() => done({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks).toString('utf8'), truncated })),
-        );
+        res.on('end', () => finish(() => done(answerOf(res, chunks, truncated))));
         res.on('error', (error) => finish(() => fail(new OutboundNetworkError(`the answer broke off: ${error.message}`))));
       },
     );
@@ -140,6 +155,11 @@ function exchange(request: OutboundRequest, target: { host: string; port: number
       req.destroy();
       giveUp.abort();
     }, request.timeoutMs);
+    // https-proxy-agent reports the answer to its CONNECT; http-proxy-agent (absolute form, no
+    // CONNECT) sends the same event with no status at all.
+    req.on('proxyConnect', (connect: { statusCode?: number }) => {
+      if (typeof connect.statusCode === 'number' && connect.statusCode !== 200) refusedTunnel = true;
+    });
     req.on('error', (error: NodeJS.ErrnoException) =>
       finish(() => fail(new OutboundNetworkError(`request failed: ${error.code ?? error.message}`))),
     );
