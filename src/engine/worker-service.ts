@@ -5,12 +5,17 @@
 import type { BackgroundService, RunningService } from '../background.js';
 import type { Container } from '../container.js';
 import { engineServices } from './engine-services.js';
-import { parseProxyUrl } from './outbound/proxy.js';
 import { startStoreSignals } from './store-signals.js';
 import { RunWorker, type WorkerOptions } from './worker.js';
 
 export async function startEngineWorker(container: Container, options: WorkerOptions = {}): Promise<RunningService & { worker: RunWorker }> {
-  const worker = new RunWorker(engineServices(container), options);
+  const services = engineServices(container);
+  const { proxy } = services.outbound;
+  // Said once at start, so an operator sees the setting took; the proxy's host only, never its credentials.
+  if (proxy) {
+    container.logger.info({ component: 'run-engine', proxy: proxy.host, noProxy: container.config.httpNoProxy }, 'http automations go through a forward proxy');
+  }
+  const worker = new RunWorker(services, options);
   const signals = await startStoreSignals(container, () => worker.wake());
   worker.start();
   return {
@@ -24,12 +29,5 @@ export async function startEngineWorker(container: Container, options: WorkerOpt
 
 export const engineWorkerService: BackgroundService = {
   name: 'run-engine',
-  start: (container) => {
-    const { httpProxy, httpNoProxy } = container.config;
-    // Said once at start, so an operator sees the setting took; the proxy's host only, never its credentials.
-    if (httpProxy !== undefined) {
-      container.logger.info({ component: 'run-engine', proxy: parseProxyUrl(httpProxy).host, noProxy: httpNoProxy }, 'http automations go through a forward proxy');
-    }
-    return startEngineWorker(container);
-  },
+  start: (container) => startEngineWorker(container),
 };

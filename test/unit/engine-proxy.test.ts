@@ -81,6 +81,10 @@ describe('CAREPATH_HTTP_NO_PROXY', () => {
     expect(plain).toBeInstanceOf(HttpProxyAgent);
     expect(createOutboundProxy(undefined, ['x'])).toBeNull();
   });
+
+  it('names the proxy by host and port only, never with its credentials', () => {
+    expect(createOutboundProxy('http://egress:s3cret@proxy.hospital.local:3128', [])!.host).toBe('proxy.hospital.local:3128');
+  });
 });
 
 describe('allow-list names', () => {

@@ -19,6 +19,8 @@ import { HttpsProxyAgent } from 'https-proxy-agent';
 import { targetOf, unbracket } from './target.js';
 
 export interface OutboundProxy {
+  /** The proxy's `host:port`, never its credentials: what a log line may name. */
+  readonly host: string;
   /**
    * The agent that carries a request for `url` through the proxy; null when it goes direct.
    * `signal` ends the connection to the proxy when the request gives up, also while the proxy
@@ -52,6 +54,7 @@ export function createOutboundProxy(proxyUrl: string | undefined, noProxy: reado
   const proxy = parseProxyUrl(proxyUrl);
   const direct = noProxyMatcher(noProxy);
   return {
+    host: proxy.host,
     agentFor(url, signal) {
       const { host, port } = targetOf(url);
       if (direct(host, port)) return null;
