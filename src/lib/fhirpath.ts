@@ -17,6 +17,10 @@
  *
  * `now()`, `today()` and `timeOfDay()` read the process clock (`new Date()`), so tests move
  * them with fake timers rather than with the application Clock.
+ *
+ * fhirpath.js writes a DateTime it computes (`now()`, `@… + 1 hour`) in the process's time
+ * zone, and a zero offset as `-00:00`, which RFC 3339 reserves for "offset unknown" (on a server
+ * in UTC, every time it makes). Such results are written `+00:00` here, the same instant.
  */
 import fhirpath from 'fhirpath';
 
@@ -60,7 +64,7 @@ export class ExpressionEvaluationError extends Error {
 export function compileExpression(text: string): CompiledExpression {
   if (text.trim() === '') throw new ExpressionSyntaxError(text, 'the expression is empty');
   try {
-    const run = fhirpath.compile(text, undefined, { async: false });
+    const run = fhirpath.compile(text, undefined, { async: false, resolveInternalTypes: false });
     return { text, evaluator: (root) => run(root) };
   } catch (error) {
     throw new ExpressionSyntaxError(text, describeParserError(error));
@@ -74,7 +78,19 @@ export function evaluate(compiled: CompiledExpression, context: ExpressionContex
   } catch (error) {
     throw new ExpressionEvaluationError(compiled.text, errorText(error));
   }
-  return result.map(copyJsonValue);
+  return result.map(plainValue);
+}
+
+/** fhirpath.js's DateTime class, which its package does not export: the type of what now() gives. */
+const DATE_TIME_TYPE = (fhirpath.evaluate({}, 'now()', undefined, undefined, { resolveInternalTypes: false }) as object[])[0].constructor;
+
+/** A result as JSON: fhirpath.js's own types resolved (a DateTime's zero offset as `+00:00`), then copied. */
+function plainValue(item: unknown): unknown {
+  if (item instanceof DATE_TIME_TYPE) {
+    const text = String(item);
+    return text.endsWith('-00:00') ? `${text.slice(0, -6)}+00:00` : text;
+  }
+  return copyJsonValue(fhirpath.resolveInternalTypes(item));
 }
 
 /**

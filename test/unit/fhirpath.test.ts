@@ -76,6 +76,27 @@ describe('now() under fake timers', () => {
   });
 });
 
+describe('DateTimes fhirpath.js computes', () => {
+  it('write a zero offset as +00:00, never -00:00 ("offset unknown" in RFC 3339)', () => {
+    const [sum] = run('@2026-01-01T10:00:00Z + 1 hour') as [string];
+    expect(Date.parse(sum)).toBe(Date.parse('2026-01-01T11:00:00Z'));
+    const [now] = run('now()') as [string];
+    for (const text of [sum, now]) {
+      expect(text).not.toMatch(/-00:00$/);
+      // In this process's zone: where that is UTC (as on most servers), +00:00.
+      if (new Date(text).getTimezoneOffset() === 0) expect(text).toMatch(/\+00:00$/);
+    }
+  });
+
+  it('leave other offsets, dates, strings and quantities as they were', () => {
+    expect(run('@2026-01-01T10:00:00+02:00')).toEqual(['2026-01-01T10:00:00+02:00']);
+    expect(run('@2026-01-01')).toEqual(['2026-01-01']);
+    // A string from the data is the data's, whatever it says.
+    expect(run('payload.at', context({ payload: { at: '2026-01-01T10:00:00-00:00' } }))).toEqual(['2026-01-01T10:00:00-00:00']);
+    expect(run("5 'mg'")).toEqual(["5 'mg'"]);
+  });
+});
+
 describe('evaluate', () => {
   it('hands out copies, so editing a result leaves the context alone', () => {
     const ctx = context({ payload: { nested: { list: [1, 2] } } });
