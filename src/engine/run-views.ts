@@ -21,12 +21,23 @@ export interface StepView {
   error: string | null;
 }
 
+export interface RunTimeline {
+  /** The Pathway's patient record, when the run has one: whose data the steps hold. */
+  subjectRecordId: string | null;
+  steps: StepView[];
+}
+
 /** The steps of a run in the workspace, in the order they started; null when there is no such run. */
-export async function runTimeline(db: DbOrTx, workspaceId: string, runId: string): Promise<StepView[] | null> {
-  const run = await db.selectFrom('runs').select('id').where('workspace_id', '=', workspaceId).where('id', '=', runId).executeTakeFirst();
+export async function runTimeline(db: DbOrTx, workspaceId: string, runId: string): Promise<RunTimeline | null> {
+  const run = await db
+    .selectFrom('runs')
+    .select('subject_record_id')
+    .where('workspace_id', '=', workspaceId)
+    .where('id', '=', runId)
+    .executeTakeFirst();
   if (!run) return null;
   const rows = await listStepRows(db, runId);
-  return rows.map((row) => ({
+  const steps = rows.map((row) => ({
     stepId: row.id,
     nodeId: row.node_id,
     automationId: row.automation_id,
@@ -38,6 +49,7 @@ export async function runTimeline(db: DbOrTx, workspaceId: string, runId: string
     output: parseJson<unknown>(row.output, null),
     error: row.error,
   }));
+  return { subjectRecordId: run.subject_record_id, steps };
 }
 
 interface StoredNode {

@@ -1,6 +1,6 @@
 import { expect, it } from 'vitest';
 import { describeEachStore } from '../helpers/test-env.js';
-import { chain, fire, testWorker, webTriggerFor } from '../helpers/engine-harness.js';
+import { chain, fire, patient, testWorker, webTriggerFor } from '../helpers/engine-harness.js';
 import { validateBlueprint } from '../../src/modules/blueprints/blueprint.validate.js';
 
 const blueprint = {
@@ -73,5 +73,32 @@ describeEachStore('engine: steps and graph endpoints', (env) => {
     expect((await ws.call('GET', `/v1/diagrams/${runId}/graph`, { key: runsOnly.key })).statusCode).toBe(403);
     expect((await ws.call('GET', `/v1/runs/${runId}/steps`, { key: runsOnly.key })).statusCode).toBe(200);
     expect((await ws.call('GET', `/v1/diagrams/${runId}/graph`, { key: diagramsOnly.key })).statusCode).toBe(200);
+  });
+
+  it('audits each read of a timeline (run, patient record, key, request id); refused reads record nothing', async () => {
+    const ws = await env.workspace();
+    const other = await env.workspace();
+    const { triggerId } = await webTriggerFor(ws, blueprint);
+    const patientId = await patient(env, ws, 'audited-patient');
+    const runId = await fire(ws, triggerId, { subject: { reference: 'Patient/audited-patient' } });
+    await testWorker(env).drain();
+    const reader = await ws.keyWith(['runs:read']);
+    const res = await ws.call('GET', `/v1/runs/${runId}/steps`, { key: reader.key, headers: { 'x-request-id': 'steps-read-1' } });
+    expect(res.statusCode).toBe(200);
+    // Another workspace's key and a key without the scope are refused: no event for either.
+    expect((await other.call('GET', `/v1/runs/${runId}/steps`)).statusCode).toBe(404);
+    expect((await ws.call('GET', `/v1/runs/${runId}/steps`, { key: (await ws.keyWith(['diagrams:read'])).key })).statusCode).toBe(403);
+    const events = (await ws.call('GET', '/v1/audit-events?action=run.steps.read')).json().data;
+    expect(events).toEqual([
+      expect.objectContaining({
+        action: 'run.steps.read',
+        requestId: 'steps-read-1',
+        keyId: reader.keyId,
+        resourceType: 'run',
+        resourceId: runId,
+        details: { subjectRecordId: patientId, steps: 2 },
+      }),
+    ]);
+    expect((await other.call('GET', '/v1/audit-events?action=run.steps.read')).json().data).toEqual([]);
   });
 });

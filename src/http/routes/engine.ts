@@ -8,6 +8,7 @@ import type { Container } from '../../container.js';
 import { IdParams, commonErrors, Nullable, Timestamp, Uuid } from '../schemas/common.js';
 import { notFound } from '../../lib/errors.js';
 import { diagramGraph, runTimeline } from '../../engine/run-views.js';
+import { recordAudit } from '../../modules/audit/audit.repository.js';
 
 const NODE_STATES = ['pending', 'active', 'waiting', 'done', 'skipped', 'failed'] as const;
 
@@ -56,14 +57,22 @@ export function registerEngineRoutes(api: Api, container: Container): void {
         tags: ['Runs'],
         operationId: 'listRunSteps',
         summary: "A run's step timeline, in the order the steps started",
+        description: 'Steps hold what automations read and answered, health data: each read is audited as run.steps.read (the run, its patient record, the key).',
         params: IdParams('runId'),
         response: { 200: TimelineSchema, ...commonErrors },
       },
     },
     async (request) => {
-      const steps = await runTimeline(container.db, request.ctx.workspaceId, request.params.runId);
-      if (!steps) throw notFound('run');
-      return { runId: request.params.runId, steps };
+      const { runId } = request.params;
+      const timeline = await runTimeline(container.db, request.ctx.workspaceId, runId);
+      if (!timeline) throw notFound('run');
+      // Steps hold what automations read and answered (lab values, a partner's reply): health
+      // data, so who read whose is recorded before it is handed out.
+      const { subjectRecordId, steps } = timeline;
+      await recordAudit(container.db, request.ctx, container.clock.now().toISOString(), [
+        { action: 'run.steps.read', resourceType: 'run', resourceId: runId, details: { subjectRecordId, steps: steps.length } },
+      ]);
+      return { runId, steps };
     },
   );
 

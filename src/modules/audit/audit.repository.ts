@@ -12,6 +12,8 @@ export type AuditAction =
   | 'run.pause'
   | 'run.resume'
   | 'search.execute'
+  // A read that hands out health data beyond search: a run's step timeline.
+  | 'run.steps.read'
   // Set-up changes through the API (setup-audit.ts) and admin commands (cli/admin):
   | `${'trigger' | 'query' | 'webhook'}.${'create' | 'update' | 'delete'}`
   | 'workspace.create'
