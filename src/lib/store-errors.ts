@@ -13,6 +13,19 @@ const TRANSIENT_CODES = new Set(['57P01', '57P02', '57P03', '53300', 'SQLITE_BUS
 const TRANSIENT_MESSAGES = [/^Connection terminated/, /^timeout exceeded when trying to connect/, /^Client has encountered a connection error and is not queryable/];
 
 /**
+ * No room to write: SQLite's disk (or its `max_page_count`) is full; PostgreSQL's disk is full
+ * (53100) or it is out of memory (53200). Not the request's fault, and not over in a second:
+ * an operator has to make room.
+ */
+const FULL_CODES = new Set(['SQLITE_FULL', '53100', '53200']);
+
+export function isStoreFullError(error: unknown): boolean {
+  if (!(error instanceof Error)) return false;
+  const code = (error as { code?: unknown }).code;
+  return typeof code === 'string' && FULL_CODES.has(code);
+}
+
+/**
  * The store did not answer this time, though it may the next: a connection the database closed
  * (a restart, a failover, an administrator), none to be had, or SQLite busy past its timeout.
  * A request that meets one is answered 503 `store_unavailable` with Retry-After, not 500: the
@@ -32,7 +45,8 @@ const MAX_FRAMES = 10;
 /**
  * What may be logged of an error met while working on health data: its type and code (a
  * SQLSTATE, `SQLITE_BUSY`, `ECONNREFUSED`: enough to act on at 2 a.m.), and its words only when
- * the store did not answer (they name a host or a connection). Other messages stay out of the
+ * the store did not answer (they name a host or a connection) or had no room (they name a file).
+ * Other messages stay out of the
  * log: a driver's may quote the value it choked on (`invalid input syntax for type uuid: "…"`),
  * a JSON parser's a piece of the body.
  *
@@ -47,7 +61,7 @@ export function loggableError(error: unknown, options: { frames?: boolean } = {}
   return {
     type,
     ...(typeof code === 'string' || typeof code === 'number' ? { code: String(code) } : {}),
-    ...(isTransientStoreError(error) ? { message: (error as Error).message } : {}),
+    ...(isTransientStoreError(error) || isStoreFullError(error) ? { message: (error as Error).message } : {}),
     ...(frames.length > 0 ? { frames } : {}),
   };
 }

@@ -9,7 +9,7 @@ import Database from 'better-sqlite3';
 import pg from 'pg';
 import { describeEachStore, simpleBlueprint } from '../helpers/test-env.js';
 import { webTriggerFor } from '../helpers/engine-harness.js';
-import { openStore, postgresPoolOf } from '../../src/storage/connect.js';
+import { openStore, postgresPoolOf, sqliteConnectionOf } from '../../src/storage/connect.js';
 import { isTransientStoreError } from '../../src/lib/store-errors.js';
 
 describeEachStore('a store that does not answer', (env) => {
@@ -61,6 +61,47 @@ describeEachStore('a store that does not answer', (env) => {
     const next = await ws.call('POST', `/v1/triggers/${triggerId}`, { body: { payload: { n: 2 } } });
     expect(next.statusCode).toBe(201);
     expect(await runsOfTrigger()).toBe(1);
+  }, 30_000);
+
+  it('answers 503 with Retry-After 30 when the store has no room to write; nothing is written, and the same key goes through once there is room', async () => {
+    const ws = await env.workspace();
+    const { triggerId } = await webTriggerFor(ws, simpleBlueprint(), { autoStart: false });
+    const fireWithKey = () =>
+      ws.call('POST', `/v1/triggers/${triggerId}`, { body: { payload: { note: 'x'.repeat(200_000) } }, headers: { 'idempotency-key': 'full-disk-1' } });
+    let answer;
+    if (env.kind === 'sqlite') {
+      // The file may not grow by a page: what a full disk does to SQLite (SQLITE_FULL).
+      const connection = sqliteConnectionOf(env.db)!;
+      const limit = connection.pragma('max_page_count', { simple: true }) as number;
+      connection.pragma(`max_page_count = ${connection.pragma('page_count', { simple: true }) as number}`);
+      try {
+        answer = await fireWithKey();
+      } finally {
+        connection.pragma(`max_page_count = ${limit}`);
+      }
+    } else {
+      // PostgreSQL's own error for a full disk (SQLSTATE 53100), raised where a write would extend a file.
+      const schema = env.schema!;
+      await sql.raw(`create function ${schema}.disk_full() returns trigger language plpgsql as $$
+        begin raise exception 'could not extend file "base/1/2": No space left on device' using errcode = '53100'; end $$`).execute(env.db);
+      await sql.raw(`create trigger disk_full before insert on ${schema}.runs for each statement execute function ${schema}.disk_full()`).execute(env.db);
+      try {
+        answer = await fireWithKey();
+      } finally {
+        await sql.raw(`drop trigger disk_full on ${schema}.runs`).execute(env.db);
+      }
+    }
+    expect(answer.statusCode).toBe(503);
+    expect(answer.json()).toEqual({ error: 'the database has no room to write; retry later', code: 'store_unavailable', requestId: expect.any(String) });
+    expect(answer.headers['retry-after']).toBe('30');
+    const written = await env.db.selectFrom('idempotency_keys').select('key').where('workspace_id', '=', ws.workspaceId).execute();
+    expect(written).toEqual([]);
+    expect((await ws.call('GET', `/v1/runs?triggerId=${triggerId}`)).json().data).toEqual([]);
+
+    // Room again: the retry with the same key makes the run (201, not a replay of nothing).
+    const retried = await fireWithKey();
+    expect(retried.statusCode).toBe(201);
+    expect(retried.headers['idempotent-replayed']).toBeUndefined();
   }, 30_000);
 });
 

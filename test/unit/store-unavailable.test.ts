@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { storeUnavailable, withoutPassword, StoreUnavailableError } from '../../src/storage/store-unavailable.js';
-import { isTransientStoreError, loggableError } from '../../src/lib/store-errors.js';
+import { isStoreFullError, isTransientStoreError, loggableError } from '../../src/lib/store-errors.js';
 
 describe('storeUnavailable', () => {
   it('turns a failure to reach or open the store into a sentence naming the store, never its password', () => {
@@ -88,5 +88,13 @@ describe('loggableError', () => {
     expect(loggableError(quoting)).toEqual({ type: 'Error', code: '22P02' });
     expect(loggableError(new SyntaxError('Unexpected token \'a\', "abc" is not valid JSON'))).toEqual({ type: 'SyntaxError' });
     expect(loggableError('a string')).toEqual({ type: 'string' });
+  });
+
+  it('keeps the words of a store with no room to write (they name a file), and tells it from one that did not answer', () => {
+    const full = Object.assign(new Error('could not extend file "base/16384/2619": No space left on device'), { code: '53100' });
+    expect(loggableError(full)).toEqual({ type: 'Error', code: '53100', message: 'could not extend file "base/16384/2619": No space left on device' });
+    const sqliteFull = Object.assign(new Error('database or disk is full'), { code: 'SQLITE_FULL' });
+    expect([isStoreFullError(full), isStoreFullError(sqliteFull), isTransientStoreError(full)]).toEqual([true, true, false]);
+    expect(isStoreFullError(Object.assign(new Error('busy'), { code: 'SQLITE_BUSY' }))).toBe(false);
   });
 });

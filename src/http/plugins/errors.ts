@@ -2,7 +2,7 @@ import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from
 import { ApiError, ERROR_STATUS, type ErrorCode } from '../../lib/errors.js';
 import { TagSlug } from '../schemas/common.js';
 import { EventName } from '../../modules/triggers/trigger.schemas.js';
-import { isTransientStoreError, loggableError } from '../../lib/store-errors.js';
+import { isStoreFullError, isTransientStoreError, loggableError } from '../../lib/store-errors.js';
 
 interface ValidationIssue {
   instancePath: string;
@@ -78,7 +78,8 @@ export function sendError(reply: FastifyReply, error: ApiError): FastifyReply {
 
 /**
  * One place maps every failure to `{error, code, requestId}`. A store that did not answer (a
- * cut connection, none to be had, SQLite busy) is 503 `store_unavailable` with Retry-After.
+ * cut connection, none to be had, SQLite busy) is 503 `store_unavailable` with Retry-After: 1;
+ * a store with no room to write (a full disk) is the same 503 with Retry-After: 30.
  * Unexpected errors are logged with their type, code and stack frames, never their words (a
  * driver's or parser's message may quote the data it choked on); the client sees only `internal`.
  */
@@ -89,6 +90,11 @@ export function registerErrorHandling(app: FastifyInstance): void {
     if (isTransientStoreError(error)) {
       request.log.warn({ err: loggableError(error) }, 'the store did not answer');
       return sendError(reply, new ApiError('store_unavailable', 'the database did not answer; retry shortly', { 'retry-after': '1' }));
+    }
+    if (isStoreFullError(error)) {
+      // An operator has to make room: said at error level, and callers told to wait longer.
+      request.log.error({ err: loggableError(error) }, 'the store is full: nothing can be written until there is room');
+      return sendError(reply, new ApiError('store_unavailable', 'the database has no room to write; retry later', { 'retry-after': '30' }));
     }
     request.log.error({ err: loggableError(error, { frames: true }) }, 'unexpected error');
     return sendError(reply, new ApiError('internal', 'internal server error'));
