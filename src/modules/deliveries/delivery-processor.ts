@@ -30,7 +30,7 @@ import {
 import { parsedHandoffFor, type IntakeClaimant, type ParsedHandoff } from './parsed-handoff.js';
 import { deliverWakes, sweepPendingWakes } from './event-wake.js';
 import type { DeliveryReader } from './delivery-reader.js';
-import { loggableError } from '../../lib/store-errors.js';
+import { isStoreFullError, isTransientStoreError, loggableError } from '../../lib/store-errors.js';
 
 export interface DeliveryProcessorDeps extends WorkerBasics {
   /** Reads stored bodies that were not handed over in memory (delivery-reader.ts). */
@@ -85,6 +85,19 @@ function groupsOf(prepared: PreparedDelivery[], maxItems: number): PreparedDeliv
 
 /** Seconds to wait before retrying after the n-th failed attempt: 2, 4, 8, … capped at a minute. */
 const retryDelayMs = (attempts: number): number => Math.min(60_000, 1000 * 2 ** attempts);
+
+/**
+ * A failure of the store rather than of the delivery: a database that did not answer, or one
+ * with no room to write. The delivery waits for the store as long as that takes, and the try
+ * does not count against its attempts: five tries in a minute would otherwise mark `failed`,
+ * for good, data the sender was told (202) it had handed over, because a disk filled up at
+ * night. How long it waits, and what the delivery shows meanwhile.
+ */
+function storeProblemOf(error: unknown): { waitMs: number; message: string } | null {
+  if (isStoreFullError(error)) return { waitMs: 30_000, message: 'waiting for the database: it has no room to write' };
+  if (isTransientStoreError(error)) return { waitMs: 5_000, message: 'waiting for the database: it did not answer' };
+  return null;
+}
 
 function describeFailure(error: unknown): string {
   if (error instanceof UnreadableDeliveryError) return error.message;
@@ -265,18 +278,25 @@ export class DeliveryProcessor {
 
   private async failed(delivery: ClaimedDelivery, error: unknown): Promise<void> {
     const { db, clock, logger } = this.deps;
-    const message = describeFailure(error);
+    const storeProblem = storeProblemOf(error);
+    const message = storeProblem?.message ?? describeFailure(error);
     logger.error({ deliveryId: delivery.id, attempts: delivery.attempts, err: loggableError(error) }, message);
     const now = clock.now();
-    const final = error instanceof UnreadableDeliveryError || delivery.attempts >= this.maxAttempts;
+    const final = !storeProblem && (error instanceof UnreadableDeliveryError || delivery.attempts >= this.maxAttempts);
     if (final) {
       await markFailed(db, delivery.id, this.owner, now.toISOString(), message);
       return;
     }
     // Keep it `processing` under a short lease: the claim query takes it again when that runs out.
+    const waitMs = storeProblem?.waitMs ?? retryDelayMs(delivery.attempts);
     await db
       .updateTable('deliveries')
-      .set({ lease_expires_at: new Date(now.getTime() + retryDelayMs(delivery.attempts)).toISOString(), error: message })
+      .set((eb) => ({
+        lease_expires_at: new Date(now.getTime() + waitMs).toISOString(),
+        error: message,
+        // The claim counted this try; a try the store failed is given back.
+        ...(storeProblem ? { attempts: eb('attempts', '-', 1) } : {}),
+      }))
       .where('id', '=', delivery.id)
       .where('lease_owner', '=', this.owner)
       .where('status', '=', 'processing')
