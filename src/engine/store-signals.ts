@@ -14,7 +14,7 @@
 import pg from 'pg';
 import { sql } from 'kysely';
 import type { Container } from '../container.js';
-import { POSTGRES_CONNECTION_DEFAULTS } from '../storage/connect.js';
+import { POSTGRES_CONNECTION_DEFAULTS } from '../storage/postgres-defaults.js';
 import { loggableError } from '../lib/store-errors.js';
 
 export const RUNS_CHANNEL = 'carepath_runs';

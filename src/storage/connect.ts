@@ -8,6 +8,7 @@ import { withStatementCache } from './sqlite-statement-cache.js';
 import { SchemaScopedPostgresDialect } from './schema-scoped-dialect.js';
 import { FALLBACK_AUTOCHECKPOINT_PAGES, startCheckpointer } from './sqlite-checkpointer.js';
 import { ImmediateSqliteDialect } from './immediate-sqlite-dialect.js';
+import { POSTGRES_CONNECTION_DEFAULTS } from './postgres-defaults.js';
 
 export type Dialect = 'sqlite' | 'postgres';
 
@@ -30,13 +31,6 @@ export interface StoreOptions {
   connectTimeoutMs?: number;
 }
 
-/**
- * What every PostgreSQL connection of the service says and waits: the pool's, and the LISTEN
- * connection of engine/store-signals.ts. The name shows whose connections these are
- * (`pg_stat_activity`); the wait bounds a connection attempt, or a busy pool's queue, which
- * node-postgres would otherwise wait out for ever.
- */
-export const POSTGRES_CONNECTION_DEFAULTS = { application_name: 'carepath', connectionTimeoutMillis: 10_000 } as const;
 
 // COUNT(*) and BIGINT come back from pg as strings (they may exceed 2^53). Every bigint this
 // service stores (counts, milliseconds) fits in a double, so read them as numbers.

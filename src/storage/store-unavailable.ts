@@ -5,7 +5,7 @@
  * Only failures of reaching or opening the store are translated; anything else (a failing
  * migration, a bug) keeps its own message.
  */
-import { POSTGRES_CONNECTION_DEFAULTS } from './connect.js';
+import { POSTGRES_CONNECTION_DEFAULTS } from './postgres-defaults.js';
 
 export class StoreUnavailableError extends Error {
   constructor(message: string) {

@@ -5,7 +5,6 @@
  */
 import { parseArgs } from 'node:util';
 import type { Config } from '../../config.js';
-import { createContainer } from '../../container.js';
 import { createLogger } from '../../lib/logger.js';
 import { UsageError, usageErrorFromParseArgs } from '../errors.js';
 import { commandName, type AdminCommand, type Output } from './command.js';
@@ -99,6 +98,8 @@ export function parseAdminArgv(argv: readonly string[]): ParsedAdmin {
 export async function runAdmin(argv: readonly string[], config: () => Config, out: Output): Promise<void> {
   const parsed = parseAdminArgv(argv);
   if (parsed.kind === 'help') return out.write(parsed.text);
+  // Loaded here, not at the top: `carepath help` reads this file's usage lines only.
+  const { createContainer } = await import('../../container.js');
   const container = await createContainer(config(), { logger: createLogger('silent') });
   try {
     await parsed.command.execute(container, parsed.args, out, parsed.json);
