@@ -210,6 +210,15 @@ export interface WebhookSecretTable {
   expires_at: string | null;
 }
 
+/** A secret of a workspace's http automations, by name; the value sealed (lib/secret-box.ts). */
+export interface WorkspaceSecretTable {
+  workspace_id: string;
+  name: string;
+  sealed_value: string;
+  created_at: string;
+  updated_at: string;
+}
+
 export interface RateLimitBucketTable {
   key: string;
   tokens: number;
@@ -333,6 +342,7 @@ export interface Database {
   audit_events: AuditEventTable;
   webhooks: WebhookTable;
   webhook_secrets: WebhookSecretTable;
+  workspace_secrets: WorkspaceSecretTable;
   rate_limit_buckets: RateLimitBucketTable;
   deliveries: DeliveryTable;
   resource_states: ResourceStateTable;

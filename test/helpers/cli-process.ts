@@ -22,9 +22,10 @@ export interface Spawned {
   exited: Promise<number | null>;
 }
 
-/** Starts `carepath <args…>` with only the given CAREPATH_ settings. */
-export function start(args: string[], env: Record<string, string>): Spawned {
-  const child = spawn(process.execPath, [BIN, ...args], { env: envWith(env), stdio: ['ignore', 'pipe', 'pipe'] });
+/** Starts `carepath <args…>` with only the given CAREPATH_ settings; `input`, when given, is piped to its stdin. */
+export function start(args: string[], env: Record<string, string>, input?: string): Spawned {
+  const child = spawn(process.execPath, [BIN, ...args], { env: envWith(env), stdio: [input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'] });
+  if (input !== undefined) child.stdin!.end(input);
   let stdout = '';
   let stderr = '';
   child.stdout!.on('data', (chunk) => (stdout += chunk));
@@ -34,8 +35,8 @@ export function start(args: string[], env: Record<string, string>): Spawned {
 }
 
 /** Runs a command that ends by itself (`carepath admin …`): its exit code and output. */
-export async function runToEnd(args: string[], env: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const spawned = start(args, env);
+export async function runToEnd(args: string[], env: Record<string, string>, input?: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const spawned = start(args, env, input);
   const code = await spawned.exited;
   return { code, stdout: spawned.stdout(), stderr: spawned.stderr() };
 }

@@ -48,6 +48,33 @@ describe('the carepath process [sqlite]', () => {
     expect(wrong.stderr()).toContain('--name <key name> is required');
   }, 60_000);
 
+  it('admin secret set reads the value from standard input and never prints it', async () => {
+    const env = { CAREPATH_DATABASE_URL: `sqlite:${join(dir, 'secrets.db')}`, CAREPATH_SECRET_KEY: 'b'.repeat(64) };
+    const { workspaceId } = JSON.parse((await runToEnd(['admin', 'workspace', 'create', '--tenant', 'Acme', '--name', 'Lab', '--json'], env)).stdout);
+    const value = 'piped-partner-token-42';
+    const set = await runToEnd(['admin', 'secret', 'set', 'LAB_TOKEN', '--workspace', workspaceId, '--json'], env, `${value}\n`);
+    expect(set.code, set.stderr).toBe(0);
+    expect(JSON.parse(set.stdout)).toEqual({ workspaceId, name: 'LAB_TOKEN', created: true });
+    const listed = await runToEnd(['admin', 'secret', 'list', '--workspace', workspaceId, '--json'], env);
+    expect(JSON.parse(listed.stdout)).toEqual([{ name: 'LAB_TOKEN', createdAt: expect.any(String), updatedAt: expect.any(String) }]);
+    for (const output of [set.stdout, set.stderr, listed.stdout, listed.stderr]) expect(output).not.toContain(value);
+    // The trailing line break of `echo` is not part of the value; the value itself is sealed.
+    const { default: Database } = await import('better-sqlite3');
+    const file = new Database(join(dir, 'secrets.db'), { readonly: true });
+    const row = file.prepare('select sealed_value from workspace_secrets').get() as { sealed_value: string };
+    file.close();
+    expect(row.sealed_value).toMatch(/^v1:/);
+    const { createSecretBox } = await import('../../src/lib/secret-box.js');
+    expect(createSecretBox(env.CAREPATH_SECRET_KEY).open(row.sealed_value)).toBe(value);
+
+    const empty = await runToEnd(['admin', 'secret', 'set', 'LAB_TOKEN', '--workspace', workspaceId], env, '');
+    expect(empty.code).toBe(1);
+    expect(empty.stderr).toContain('no secret value on standard input');
+    const badName = await runToEnd(['admin', 'secret', 'set', 'lab-token', '--workspace', workspaceId], env, value);
+    expect(badName.code).toBe(2);
+    expect(badName.stderr).toContain('"lab-token" is not a secret name');
+  }, 60_000);
+
   it('a store that cannot be opened ends the command with one plain sentence and exit 1', async () => {
     const port = await freePort();
     const refused = start(['migrate'], { CAREPATH_DATABASE_URL: `postgres://carepath:s3cret-pw@127.0.0.1:${port}/carepath` });

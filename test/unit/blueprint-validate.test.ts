@@ -579,6 +579,26 @@ describe('validateBlueprint: automations', () => {
         expectProblem(http({ timeoutMs }), `${at}with.timeoutMs must be a whole number from 1 to 60000`);
       }
     });
+
+    it('takes workspace secrets in header values, written as ${secrets.NAME}', () => {
+      expectValid(http({ headers: { Authorization: 'Bearer ${secrets.LAB_TOKEN}', 'X-Pair': '${secrets.ID}:${secrets.KEY_2}' } }));
+      expectProblem(http({ headers: { Authorization: 'Bearer ${secrets.2FA}' } }), `${at}with.headers.Authorization: "2FA" is not a secret name (letters, digits and _, up to 64, not starting with a digit)`);
+      expectProblem(http({ headers: { Authorization: 'Bearer ${secrets.LAB_TOKEN' } }), `${at}with.headers.Authorization: write a secret as \${secrets.NAME}`);
+      // Data must never decide which secret is sent: no placeholders beside a secret.
+      expectProblem(
+        http({ headers: { Authorization: '${secrets.LAB_TOKEN} {{ payload.who }}' } }),
+        `${at}with.headers.Authorization: a header that names a secret takes no {{ }} placeholders`,
+      );
+    });
+
+    it('refuses secrets anywhere but in http headers', () => {
+      expectProblem(http({ url: 'https://example.org/?key=${secrets.LAB_TOKEN}' }), `${at}with.url: secrets (\${secrets.NAME}) may be used in http headers only`);
+      expectProblem(http({ body: { token: '${secrets.LAB_TOKEN}' } }), `${at}with.body.token: secrets (\${secrets.NAME}) may be used in http headers only`);
+      expectProblem(
+        withAutomation({ type: 'set', with: { vars: { leaked: "'${secrets.LAB_TOKEN}'" } } }),
+        `${at}with.vars.leaked: secrets (\${secrets.NAME}) may be used in http headers only`,
+      );
+    });
   });
 
   describe('start_pathway, fail, stop, cancel', () => {

@@ -16,7 +16,7 @@ import {
   type DiagramSummary,
 } from '../../modules/diagrams/diagram.repository.js';
 import { CommandError } from '../errors.js';
-import { requireWorkspace, requiredFlag, writeJson, type AdminCommand } from './command.js';
+import { requireWorkspace, requiredFlag, workspaceListCommand, writeJson, type AdminCommand } from './command.js';
 import { auditAdminChange } from './admin-audit.js';
 
 export interface BlueprintImportArgs {
@@ -111,22 +111,12 @@ const exportCommand: AdminCommand<{ blueprintId: string; workspaceId: string }> 
   },
 };
 
-const listCommand: AdminCommand<{ workspaceId: string }> = {
-  noun: 'blueprint',
-  verb: 'list',
-  synopsis: '--workspace <workspaceId> [--json]',
-  flags: ['workspace'],
-  positionals: [],
-  parse: (input) => ({ workspaceId: requiredFlag(input, 'workspace', 'workspaceId') }),
-  async execute(container, args, out, json) {
-    const blueprints = await blueprintList(container, args);
-    if (json) return writeJson(out, blueprints);
-    if (blueprints.length === 0) return out.write('No blueprints in this workspace.\n');
-    for (const blueprint of blueprints) {
-      const tags = blueprint.tags.length > 0 ? `  [${blueprint.tags.join(', ')}]` : '';
-      await out.write(`${blueprint.id}  ${blueprint.name}  v${blueprint.version}  updated ${blueprint.updatedAt}${tags}\n`);
-    }
+const listCommand = workspaceListCommand('blueprint', blueprintList, {
+  none: 'No blueprints in this workspace.',
+  line: (blueprint) => {
+    const tags = blueprint.tags.length > 0 ? `  [${blueprint.tags.join(', ')}]` : '';
+    return `${blueprint.id}  ${blueprint.name}  v${blueprint.version}  updated ${blueprint.updatedAt}${tags}`;
   },
-};
+});
 
 export const blueprintCommands: AdminCommand[] = [importCommand, exportCommand, listCommand];

@@ -64,3 +64,27 @@ export async function requireWorkspace(container: Container, workspaceId: string
 export async function writeJson(out: Output, value: unknown): Promise<void> {
   await out.write(`${JSON.stringify(value)}\n`);
 }
+
+/**
+ * `carepath admin <noun> list --workspace <workspaceId> [--json]`: the workspace's items as one
+ * JSON array, or a line each (`none` when there are none).
+ */
+export function workspaceListCommand<Item>(
+  noun: string,
+  list: (container: Container, args: { workspaceId: string }) => Promise<Item[]>,
+  text: { none: string; line: (item: Item) => string },
+): AdminCommand<{ workspaceId: string }> {
+  return {
+    noun,
+    verb: 'list',
+    synopsis: '--workspace <workspaceId> [--json]',
+    flags: ['workspace'],
+    positionals: [],
+    parse: (input) => ({ workspaceId: requiredFlag(input, 'workspace', 'workspaceId') }),
+    async execute(container, args, out, json) {
+      const items = await list(container, args);
+      if (json) return writeJson(out, items);
+      await out.write(items.length === 0 ? `${text.none}\n` : items.map((item) => `${text.line(item)}\n`).join(''));
+    },
+  };
+}

@@ -12,6 +12,7 @@ import { workspaceCommands } from './workspace.js';
 import { keyCommands } from './key.js';
 import { blueprintCommands } from './blueprint.js';
 import { webhookCommands } from './webhook.js';
+import { secretCommands } from './secret.js';
 import { auditCommands } from './audit.js';
 
 export const ADMIN_COMMANDS: readonly AdminCommand[] = [
@@ -19,6 +20,7 @@ export const ADMIN_COMMANDS: readonly AdminCommand[] = [
   ...keyCommands,
   ...blueprintCommands,
   ...webhookCommands,
+  ...secretCommands,
   ...auditCommands,
 ];
 

@@ -7,7 +7,7 @@ import { isUuid } from '../../lib/ids.js';
 import { issueKey, listKeys, revokeKey, type IssuedKey } from '../../modules/tenancy/tenancy.repository.js';
 import { SCOPES, isScope } from '../../auth/scopes.js';
 import { CommandError } from '../errors.js';
-import { checkName, optionalFlag, requireWorkspace, requiredFlag, writeJson, type AdminCommand } from './command.js';
+import { checkName, optionalFlag, requireWorkspace, requiredFlag, workspaceListCommand, writeJson, type AdminCommand } from './command.js';
 import { auditAdminChange } from './admin-audit.js';
 
 export interface KeyCreateArgs {
@@ -127,23 +127,13 @@ const revoke: AdminCommand<{ keyId: string }> = {
   },
 };
 
-const list: AdminCommand<{ workspaceId: string }> = {
-  noun: 'key',
-  verb: 'list',
-  synopsis: '--workspace <workspaceId> [--json]',
-  flags: ['workspace'],
-  positionals: [],
-  parse: (input) => ({ workspaceId: requiredFlag(input, 'workspace', 'workspaceId') }),
-  async execute(container, args, out, json) {
-    const keys = await keyList(container, args);
-    if (json) return writeJson(out, keys);
-    if (keys.length === 0) return out.write('No keys in this workspace.\n');
-    for (const key of keys) {
-      const access = key.scopes.length === 0 ? 'full access' : key.scopes.join(',');
-      const state = key.revokedAt ? `revoked ${key.revokedAt}` : `last used ${key.lastUsedAt ?? 'never'}`;
-      await out.write(`${key.keyId}  ${key.name}  ${key.environment}  ${access}  created ${key.createdAt}  ${state}\n`);
-    }
+const list = workspaceListCommand('key', keyList, {
+  none: 'No keys in this workspace.',
+  line: (key) => {
+    const access = key.scopes.length === 0 ? 'full access' : key.scopes.join(',');
+    const state = key.revokedAt ? `revoked ${key.revokedAt}` : `last used ${key.lastUsedAt ?? 'never'}`;
+    return `${key.keyId}  ${key.name}  ${key.environment}  ${access}  created ${key.createdAt}  ${state}`;
   },
-};
+});
 
 export const keyCommands: AdminCommand[] = [create, revoke, list];

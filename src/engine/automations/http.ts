@@ -5,6 +5,11 @@
  * like any other answer, the step fails and the run errors. Every try carries
  * `Idempotency-Key: <runId>:<nodeId>:<automationId>`, and a retried step (its worker lost before
  * the outcome was recorded) sends the same key again, so the receiver can drop the duplicate.
+ *
+ * A header may name workspace secrets (`Bearer ${secrets.LAB_TOKEN}`, set with `carepath admin
+ * secret set`): such a header is taken as written, without placeholders (so data can never
+ * name a secret), and the values are filled in just before the call. A partner that echoes a
+ * secret back has it replaced by `[secret]` in the step's output.
  */
 import type { HttpWith } from '../../modules/blueprints/blueprint.js';
 import { render } from '../run-context.js';
@@ -12,15 +17,20 @@ import type { StepResult } from '../executor.js';
 import { backoffDelay, isRetryableStatus, retryAfterMs } from '../outbound/backoff.js';
 import { OutboundNetworkError, OutboundRefusedError, sendOutbound, type OutboundAnswer } from '../outbound/outbound-request.js';
 import { StepFailure, type AutomationHandler, type StepRequest } from './automation.js';
+import { fillSecrets, mentionsSecrets, secretNamesIn } from '../../modules/secrets/secret-refs.js';
 
 export const MAX_HTTP_BODY_BYTES = 64 * 1024;
 
 export const httpAutomation: AutomationHandler = {
   mode: 'call',
   async call(step, services) {
-    const settings = render(step.expressions, step.context, step.automation.with as HttpWith);
+    const written = step.automation.with as HttpWith;
+    const { plain, named } = splitSecretHeaders(written.headers);
+    const settings = render(step.expressions, step.context, { ...written, headers: plain });
     const url = parseUrl(settings.url);
-    const headers = requestHeaders(settings, step.stepKey);
+    const secrets = await secretHeaders(named, step, services.outbound.secrets);
+    const headers = requestHeaders(settings, step.stepKey, secrets.headers);
+    const answerOutput = (answer: OutboundAnswer) => outputOf(answer, secrets.values);
     const body = settings.body === undefined || settings.method === 'GET' ? null : JSON.stringify(settings.body);
     if (body !== null) headers['content-type'] ??= 'application/json';
     const { backoff } = services.outbound;
@@ -42,10 +52,10 @@ export const httpAutomation: AutomationHandler = {
       if (answer && !answer.fromProxy && answer.status >= 200 && answer.status < 300) {
         return { outcome: 'ok', output: answerOutput(answer) };
       }
-      if (answer && !isRetryableStatus(answer.status)) return failed(step, `http ${where} ${problemOf(answer, url)}`, answer);
+      if (answer && !isRetryableStatus(answer.status)) return failed(step, `http ${where} ${problemOf(answer, url)}`, answer, answerOutput);
       if (answer) lastProblem = problemOf(answer, url);
       if (attempt === backoff.attempts) {
-        return failed(step, `http ${where} ${lastProblem} (after ${attempt} tries)`, answer);
+        return failed(step, `http ${where} ${lastProblem} (after ${attempt} tries)`, answer, answerOutput);
       }
       const hinted = answer ? retryAfterMs(headerText(answer.headers['retry-after']), Date.now()) : null;
       const delay = hinted !== null ? Math.min(hinted, backoff.maxMs) : backoffDelay(attempt, backoff);
@@ -64,10 +74,40 @@ function parseUrl(text: unknown): URL {
   return url;
 }
 
-function requestHeaders(settings: HttpWith, stepKey: string): Record<string, string> {
+/** The headers as written, apart: those that name secrets, and the rest (which may hold placeholders). */
+function splitSecretHeaders(headers: Record<string, string> | undefined): { plain: Record<string, string>; named: [string, string][] } {
+  const plain: Record<string, string> = {};
+  const named: [string, string][] = [];
+  for (const [name, value] of Object.entries(headers ?? {})) {
+    if (typeof value === 'string' && mentionsSecrets(value)) named.push([name, value]);
+    else plain[name] = value;
+  }
+  return { plain, named };
+}
+
+/** The secret-naming headers filled in, and the values used (to keep them out of the output). */
+async function secretHeaders(
+  named: [string, string][],
+  step: StepRequest,
+  readSecrets: (workspaceId: string, names: readonly string[]) => Promise<Map<string, string>>,
+): Promise<{ headers: Record<string, string>; values: string[] }> {
+  if (named.length === 0) return { headers: {}, values: [] };
+  const names = [...new Set(named.flatMap(([, value]) => secretNamesIn(value)))];
+  const values = await readSecrets(step.run.workspaceId, names);
+  const missing = names.filter((name) => !values.has(name));
+  if (missing.length > 0) {
+    throw new StepFailure(`http: ${missing.length === 1 ? 'secret' : 'secrets'} ${missing.join(', ')} not set in this workspace (carepath admin secret set)`);
+  }
+  return {
+    headers: Object.fromEntries(named.map(([name, value]) => [name, fillSecrets(value, values)])),
+    values: [...values.values()],
+  };
+}
+
+function requestHeaders(settings: HttpWith, stepKey: string, secretHeaders: Record<string, string>): Record<string, string> {
   const headers: Record<string, string> = {};
   // Lower-cased names, so a header given twice in other cases is one header.
-  for (const [name, value] of Object.entries(settings.headers ?? {})) headers[name.toLowerCase()] = String(value);
+  for (const [name, value] of Object.entries({ ...settings.headers, ...secretHeaders })) headers[name.toLowerCase()] = String(value);
   // The step's own key, whatever the blueprint says: it is what makes a repeated call safe.
   headers['idempotency-key'] = stepKey;
   headers['user-agent'] ??= 'carepath';
@@ -88,12 +128,20 @@ function headerText(value: string | string[] | undefined): string | undefined {
   return Array.isArray(value) ? value[0] : value;
 }
 
-/** `{status, body}`: the body parsed when it is JSON, else its text; null when empty. */
-function answerOutput(answer: OutboundAnswer): { status: number; body: unknown; truncated?: true } {
-  let body: unknown = answer.body === '' ? null : answer.body;
-  if (answer.body !== '' && !answer.truncated) {
+/** Secrets shorter than this are not looked for in answers: replacing them would garble text. */
+const MIN_REDACTED_SECRET = 8;
+
+/**
+ * `{status, body}`: the body parsed when it is JSON, else its text; null when empty. A secret
+ * the call sent that comes back in the body (a partner echoing the request) reads `[secret]`.
+ */
+function outputOf(answer: OutboundAnswer, secrets: readonly string[]): { status: number; body: unknown; truncated?: true } {
+  let text = answer.body;
+  for (const secret of secrets) if (secret.length >= MIN_REDACTED_SECRET) text = text.split(secret).join('[secret]');
+  let body: unknown = text === '' ? null : text;
+  if (text !== '' && !answer.truncated) {
     try {
-      body = JSON.parse(answer.body);
+      body = JSON.parse(text);
     } catch {
       // Not JSON: keep the text.
     }
@@ -102,7 +150,7 @@ function answerOutput(answer: OutboundAnswer): { status: number; body: unknown; 
 }
 
 /** The step's output is the partner's answer; a proxy's error page is none. */
-function failed(step: StepRequest, message: string, answer: OutboundAnswer | null): StepResult {
+function failed(step: StepRequest, message: string, answer: OutboundAnswer | null, answerOutput: (answer: OutboundAnswer) => unknown): StepResult {
   return {
     outcome: 'failed',
     output: answer && !answer.fromProxy ? answerOutput(answer) : null,

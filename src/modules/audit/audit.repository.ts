@@ -21,6 +21,8 @@ export type AuditAction =
   | 'key.revoke'
   | 'blueprint.import'
   | 'webhook.rotate_secret'
+  | 'secret.set'
+  | 'secret.delete'
   | (string & {});
 
 export interface AuditInput {

@@ -7,6 +7,7 @@ import { findPlaceholders, renderPlaceholders } from '../../lib/placeholders.js'
 import { HTTP_METHODS, TAG_SLUG, type AutomationType } from './blueprint.js';
 import { expressionProblem } from './expression.check.js';
 import { eventNameProblem } from '../../ingestion/events.js';
+import { SECRET_NAME, mentionsSecrets, secretNamesIn } from '../secrets/secret-refs.js';
 
 export type Report = (problem: string) => void;
 type WithObject = Record<string, unknown>;
@@ -63,6 +64,7 @@ export function checkAutomationWith(type: AutomationType, withValue: unknown, re
   }
   CHECKS[type](withValue, report);
   checkPlaceholders(withValue, 'with', report);
+  checkSecretMentions(type, withValue, report);
 }
 
 function checkWait(w: WithObject, report: Report): void {
@@ -201,21 +203,46 @@ function isHttpUrl(text: string): boolean {
 }
 
 /** Every `{{ }}` in every string under `with` must be an expression that could run. */
+/** Calls `visit` with every string value inside `value` and its path (`with.body.note`, `with.add[0]`). */
+function eachString(value: unknown, path: string, visit: (text: string, path: string) => void): void {
+  if (typeof value === 'string') visit(value, path);
+  else if (Array.isArray(value)) value.forEach((item, index) => eachString(item, `${path}[${index}]`, visit));
+  else if (isObject(value)) for (const [key, item] of Object.entries(value)) eachString(item, `${path}.${key}`, visit);
+}
+
 function checkPlaceholders(value: unknown, path: string, report: Report): void {
-  if (typeof value === 'string') {
-    for (const expression of findPlaceholders(value)) {
+  eachString(value, path, (text, at) => {
+    for (const expression of findPlaceholders(text)) {
       if (expression === '') {
-        report(`${path}: placeholder {{ }} is empty`);
+        report(`${at}: placeholder {{ }} is empty`);
         continue;
       }
       const problem = expressionProblem(expression);
-      if (problem) report(`${path}: placeholder {{ ${expression} }} ${problem}`);
+      if (problem) report(`${at}: placeholder {{ ${expression} }} ${problem}`);
     }
-  } else if (Array.isArray(value)) {
-    value.forEach((item, index) => checkPlaceholders(item, `${path}[${index}]`, report));
-  } else if (isObject(value)) {
-    for (const [key, item] of Object.entries(value)) checkPlaceholders(item, `${path}.${key}`, report);
-  }
+  });
+}
+
+/**
+ * `${secrets.NAME}` (modules/secrets/secret-refs.ts) goes in an http automation's header values
+ * only, with well-formed names, and such a header holds no placeholders: it is sent as written
+ * with the values filled in, so no data can ever name a secret, and no secret can land in a
+ * body, a URL or a variable that a run keeps and the API shows.
+ */
+function checkSecretMentions(type: AutomationType, withValue: WithObject, report: Report): void {
+  eachString(withValue, 'with', (text, path) => {
+    if (!mentionsSecrets(text)) return;
+    if (type !== 'http' || !/^with\.headers\.[^.[]+$/.test(path)) {
+      report(`${path}: secrets (\${secrets.NAME}) may be used in http headers only`);
+      return;
+    }
+    const names = secretNamesIn(text);
+    if (names.length === 0) report(`${path}: write a secret as \${secrets.NAME}`);
+    for (const name of names) {
+      if (!SECRET_NAME.test(name)) report(`${path}: "${name}" is not a secret name (letters, digits and _, up to 64, not starting with a digit)`);
+    }
+    if (findPlaceholders(text).length > 0) report(`${path}: a header that names a secret takes no {{ }} placeholders`);
+  });
 }
 
 function isObject(value: unknown): value is WithObject {

@@ -9,6 +9,7 @@ import * as m0003 from './0003_ingestion.js';
 import * as m0004 from './0004_tag_bitmaps.js';
 import * as m0005 from './0005_tag_log_lookups.js';
 import * as m0006 from './0006_deliveries_claim_by_lease.js';
+import * as m0007 from './0007_workspace_secrets.js';
 
 export const migrations: Record<string, Migration> = {
   '0001_core': m0001,
@@ -17,4 +18,5 @@ export const migrations: Record<string, Migration> = {
   '0004_tag_bitmaps': m0004,
   '0005_tag_log_lookups': m0005,
   '0006_deliveries_claim_by_lease': m0006,
+  '0007_workspace_secrets': m0007,
 };

@@ -1,0 +1,134 @@
+/**
+ * `carepath admin secret set|list|delete`: the secrets a workspace's http automations send to
+ * partners (`${secrets.NAME}` in a header; modules/secrets). The value is read from standard
+ * input, never from a flag, so it stays out of shell history and of the process list; it is
+ * stored sealed (CAREPATH_SECRET_KEY) and never printed again, by this command or any other.
+ * Setting and deleting are audited (`secret.set`, `secret.delete`) with the name only.
+ */
+import type { Container } from '../../container.js';
+import { createSecretBox } from '../../lib/secret-box.js';
+import { SECRET_NAME } from '../../modules/secrets/secret-refs.js';
+import { deleteSecret, listSecrets, setSecret, type SecretListing } from '../../modules/secrets/secret.repository.js';
+import { CommandError, UsageError } from '../errors.js';
+import { requireWorkspace, requiredFlag, workspaceListCommand, writeJson, type AdminCommand } from './command.js';
+import { auditAdminChange } from './admin-audit.js';
+
+/** Longest value taken: a token or a password, not a document. */
+const MAX_SECRET_BYTES = 8 * 1024;
+
+export interface SecretArgs {
+  workspaceId: string;
+  name: string;
+}
+
+export interface SecretSet {
+  workspaceId: string;
+  name: string;
+  created: boolean;
+}
+
+function checkSecretName(name: string): string {
+  if (!SECRET_NAME.test(name)) {
+    throw new UsageError(`"${name}" is not a secret name: letters, digits and _, up to 64, not starting with a digit (such as LAB_PARTNER_TOKEN)`);
+  }
+  return name;
+}
+
+/** The value as piped in: one trailing line break (from `echo`) is not part of it. */
+export function secretValueFrom(input: string): string {
+  const value = input.replace(/\r?\n$/, '');
+  if (value === '') throw new CommandError('no secret value on standard input: pipe it in, e.g. printf %s "$TOKEN" | carepath admin secret set NAME --workspace <workspaceId>');
+  if (Buffer.byteLength(value) > MAX_SECRET_BYTES) throw new CommandError(`the secret value is longer than ${MAX_SECRET_BYTES} bytes`);
+  return value;
+}
+
+export async function secretSet(container: Container, args: SecretArgs & { value: string }): Promise<SecretSet> {
+  const workspace = await requireWorkspace(container, args.workspaceId);
+  const at = container.clock.now().toISOString();
+  const box = createSecretBox(container.config.secretKey);
+  return container.db.transaction().execute(async (tx) => {
+    const created = await setSecret(tx, box, workspace.id, args.name, args.value, at);
+    await auditAdminChange(tx, workspace, container.config.environment, at, {
+      action: 'secret.set',
+      resourceType: 'secret',
+      resourceId: args.name,
+      details: { name: args.name, created },
+    });
+    return { workspaceId: workspace.id, name: args.name, created };
+  });
+}
+
+export async function secretList(container: Container, args: { workspaceId: string }): Promise<SecretListing[]> {
+  await requireWorkspace(container, args.workspaceId);
+  return listSecrets(container.db, args.workspaceId);
+}
+
+export async function secretDelete(container: Container, args: SecretArgs): Promise<{ workspaceId: string; name: string; deleted: true }> {
+  const workspace = await requireWorkspace(container, args.workspaceId);
+  const at = container.clock.now().toISOString();
+  const deleted = await container.db.transaction().execute(async (tx) => {
+    const found = await deleteSecret(tx, workspace.id, args.name);
+    if (found) {
+      await auditAdminChange(tx, workspace, container.config.environment, at, {
+        action: 'secret.delete',
+        resourceType: 'secret',
+        resourceId: args.name,
+        details: { name: args.name },
+      });
+    }
+    return found;
+  });
+  if (!deleted) throw new CommandError(`workspace ${workspace.id} has no secret "${args.name}"`);
+  return { workspaceId: workspace.id, name: args.name, deleted: true };
+}
+
+/** Standard input, whole; a terminal is refused (a typed secret would be echoed on screen). */
+async function readStandardInput(): Promise<string> {
+  if (process.stdin.isTTY) {
+    throw new UsageError('pipe the secret value in, e.g. printf %s "$TOKEN" | carepath admin secret set NAME --workspace <workspaceId>');
+  }
+  const chunks: Buffer[] = [];
+  for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks).toString('utf8');
+}
+
+const parseNamed = (input: { values: Record<string, string | undefined>; positionals: string[] }): SecretArgs => ({
+  workspaceId: requiredFlag(input, 'workspace', 'workspaceId'),
+  name: checkSecretName(input.positionals[0]),
+});
+
+const set: AdminCommand<SecretArgs> = {
+  noun: 'secret',
+  verb: 'set',
+  synopsis: '<name> --workspace <workspaceId> [--json]   (the value on standard input)',
+  flags: ['workspace'],
+  positionals: ['name'],
+  parse: parseNamed,
+  async execute(container, args, out, json) {
+    const value = secretValueFrom(await readStandardInput());
+    const result = await secretSet(container, { ...args, value });
+    if (json) return writeJson(out, result);
+    await out.write(`Secret ${result.name} ${result.created ? 'set' : 'replaced'}; blueprints send it as \${secrets.${result.name}} in an http header.\n`);
+  },
+};
+
+const list = workspaceListCommand('secret', secretList, {
+  none: 'No secrets in this workspace.',
+  line: (secret) => `${secret.name}  (set ${secret.updatedAt})`,
+});
+
+const remove: AdminCommand<SecretArgs> = {
+  noun: 'secret',
+  verb: 'delete',
+  synopsis: '<name> --workspace <workspaceId> [--json]',
+  flags: ['workspace'],
+  positionals: ['name'],
+  parse: parseNamed,
+  async execute(container, args, out, json) {
+    const result = await secretDelete(container, args);
+    if (json) return writeJson(out, result);
+    await out.write(`Secret ${result.name} deleted; http automations that name it now fail until it is set again.\n`);
+  },
+};
+
+export const secretCommands: AdminCommand[] = [set, list, remove];
