@@ -53,11 +53,31 @@ export async function waitFor(spawned: Spawned, pattern: RegExp): Promise<RegExp
   }
 }
 
-/** A port nobody listens on right now: the system picks it, then lets it go for the service. */
+/**
+ * Ports handed to the service: below Linux's ephemeral range (32768–60999 by default). A port
+ * the system picks for `listen(0)` or for an outgoing connection comes from that range, so
+ * another test file running meanwhile could take one we chose from it between our check and
+ * the service's bind (seen: `listen EADDRINUSE` in the scale-out test); from here, it cannot.
+ */
+const FIRST_PORT = 20_000;
+const PORTS = 12_000;
+/** Never the same port twice in one test file (two services asked for ports one after the other). */
+const handedOut = new Set<number>();
+
+/** A port nobody listens on right now, outside the ephemeral range, checked by binding it once. */
 export async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise((resolve) => server.close(resolve));
-  return port;
+  for (;;) {
+    const port = FIRST_PORT + Math.floor(Math.random() * PORTS);
+    if (handedOut.has(port)) continue;
+    const server = createServer();
+    const bound = await new Promise<boolean>((resolve) => {
+      server.once('error', () => resolve(false));
+      server.listen(port, '127.0.0.1', () => resolve(true));
+    });
+    if (bound) {
+      await new Promise((resolve) => server.close(resolve));
+      handedOut.add(port);
+      return port;
+    }
+  }
 }

@@ -102,6 +102,30 @@ describeEachStore(
       await expect(secretDelete(env.container, { workspaceId: ws.workspaceId, name: 'LAB_TOKEN' })).rejects.toThrow('has no secret "LAB_TOKEN"');
       expect(await secretList(env.container, { workspaceId: ws.workspaceId })).toEqual([]);
     });
+
+    it('tries again when the database does not answer while the secrets are read, like a network failure', async () => {
+      const ws = await env.workspace();
+      ledger.on('/store-blip', { status: 204 });
+      const { triggerId } = await webTriggerFor(ws, withSecret('/store-blip'));
+      const runId = await fire(ws, triggerId, { ward: 'D' });
+      let reads = 0;
+      const flaky = async (): Promise<Map<string, string>> => {
+        if (reads++ === 0) throw new Error('Connection terminated unexpectedly');
+        return new Map([['LAB_TOKEN', TOKEN]]);
+      };
+      const seen = ledger.requests.length;
+      await testWorker(env, {}, { allow: createAllowList(['127.0.0.1']), secrets: flaky }).drain();
+      expect((await getRun(ws, runId)).automationStatus).toBe('completed');
+      expect(reads).toBe(2);
+      expect(ledger.requests.slice(seen).map((r) => r.headers.authorization)).toEqual([`Bearer ${TOKEN}`]);
+    });
+
+    it('refuses a value an HTTP header cannot carry, and an empty one', async () => {
+      const ws = await env.workspace();
+      await expect(secretSet(env.container, { workspaceId: ws.workspaceId, name: 'LAB_TOKEN', value: 'abc\r\nX-Injected: 1' })).rejects.toThrow('may not hold line breaks');
+      await expect(secretSet(env.container, { workspaceId: ws.workspaceId, name: 'LAB_TOKEN', value: '' })).rejects.toThrow('no secret value');
+      expect(await secretList(env.container, { workspaceId: ws.workspaceId })).toEqual([]);
+    });
   },
   { env: { CAREPATH_SECRET_KEY: SECRET_KEY } },
 );

@@ -36,13 +36,18 @@ function checkSecretName(name: string): string {
 
 /** The value as piped in: one trailing line break (from `echo`) is not part of it. */
 export function secretValueFrom(input: string): string {
-  const value = input.replace(/\r?\n$/, '');
+  return input.replace(/\r?\n$/, '');
+}
+
+/** A value an HTTP header can carry: not empty, not huge, no line breaks or other control characters. */
+function checkSecretValue(value: string): void {
   if (value === '') throw new CommandError('no secret value on standard input: pipe it in, e.g. printf %s "$TOKEN" | carepath admin secret set NAME --workspace <workspaceId>');
   if (Buffer.byteLength(value) > MAX_SECRET_BYTES) throw new CommandError(`the secret value is longer than ${MAX_SECRET_BYTES} bytes`);
-  return value;
+  if (/[\x00-\x08\x0a-\x1f\x7f]/.test(value)) throw new CommandError('a secret is sent in an HTTP header: it may not hold line breaks or other control characters');
 }
 
 export async function secretSet(container: Container, args: SecretArgs & { value: string }): Promise<SecretSet> {
+  checkSecretValue(args.value);
   const workspace = await requireWorkspace(container, args.workspaceId);
   const at = container.clock.now().toISOString();
   const box = createSecretBox(container.config.secretKey);

@@ -18,6 +18,7 @@ import { backoffDelay, isRetryableStatus, retryAfterMs } from '../outbound/backo
 import { OutboundNetworkError, OutboundRefusedError, sendOutbound, type OutboundAnswer } from '../outbound/outbound-request.js';
 import { StepFailure, type AutomationHandler, type StepRequest } from './automation.js';
 import { fillSecrets, mentionsSecrets, secretNamesIn } from '../../modules/secrets/secret-refs.js';
+import { isTransientStoreError } from '../../lib/store-errors.js';
 
 export const MAX_HTTP_BODY_BYTES = 64 * 1024;
 
@@ -28,17 +29,19 @@ export const httpAutomation: AutomationHandler = {
     const { plain, named } = splitSecretHeaders(written.headers);
     const settings = render(step.expressions, step.context, { ...written, headers: plain });
     const url = parseUrl(settings.url);
-    const secrets = await secretHeaders(named, step, services.outbound.secrets);
-    const headers = requestHeaders(settings, step.stepKey, secrets.headers);
-    const answerOutput = (answer: OutboundAnswer) => outputOf(answer, secrets.values);
     const body = settings.body === undefined || settings.method === 'GET' ? null : JSON.stringify(settings.body);
-    if (body !== null) headers['content-type'] ??= 'application/json';
+    // Read at the first try that can: a database that does not answer is retried like a network failure.
+    let secrets: { headers: Record<string, string>; values: string[] } | null = null;
+    const answerOutput = (answer: OutboundAnswer) => outputOf(answer, secrets?.values ?? []);
     const { backoff } = services.outbound;
     const where = `${settings.method} ${url.origin}${url.pathname}`;
     let lastProblem = '';
     for (let attempt = 1; attempt <= backoff.attempts; attempt++) {
       let answer: OutboundAnswer | null = null;
       try {
+        secrets ??= await secretHeaders(named, step, services.outbound.secrets);
+        const headers = requestHeaders(settings, step.stepKey, secrets.headers);
+        if (body !== null) headers['content-type'] ??= 'application/json';
         answer = await sendOutbound(
           { method: settings.method, url, headers, body, timeoutMs: settings.timeoutMs ?? services.outbound.timeoutMs, maxBodyBytes: MAX_HTTP_BODY_BYTES },
           services.outbound.allow,
@@ -46,8 +49,9 @@ export const httpAutomation: AutomationHandler = {
         );
       } catch (error) {
         if (error instanceof OutboundRefusedError) throw new StepFailure(`http ${where} refused: ${error.message}`);
-        if (!(error instanceof OutboundNetworkError)) throw error;
-        lastProblem = error.message;
+        if (isTransientStoreError(error)) lastProblem = 'could not read its secrets: the database did not answer';
+        else if (error instanceof OutboundNetworkError) lastProblem = error.message;
+        else throw error;
       }
       if (answer && !answer.fromProxy && answer.status >= 200 && answer.status < 300) {
         return { outcome: 'ok', output: answerOutput(answer) };
