@@ -25,6 +25,7 @@ import { workspaceCreate } from '../../src/cli/admin/workspace.js';
 import { keyCreate, keyList, keyRevoke } from '../../src/cli/admin/key.js';
 import { blueprintExport, blueprintImport, blueprintList } from '../../src/cli/admin/blueprint.js';
 import { webhookRotateSecret } from '../../src/cli/admin/webhook.js';
+import { secretSet } from '../../src/cli/admin/secret.js';
 import { auditExport } from '../../src/cli/admin/audit.js';
 import { DEMO_FIRES, DEMO_PATIENT, demoNotice, seedDemoIfEmpty } from '../../src/cli/demo-seed.js';
 import { findRecordByExtId, tagsOf } from '../../src/modules/records/record.repository.js';
@@ -190,6 +191,21 @@ function suite(kind: StoreKind) {
         expect(await blueprintExport(container, { blueprintId: first.id, workspaceId })).toMatchObject({ tags: ['changed'] });
         const list = await blueprintList(container, { workspaceId });
         expect(list).toEqual([expect.objectContaining({ id: first.id, version: 2, tags: ['changed'], type: 'blueprint' })]);
+      });
+
+      it('says which secrets an imported blueprint names that the workspace has not set (JSON answer unchanged)', async () => {
+        const workspaceId = await newWorkspace();
+        const file = join(tmp, 'with-secret.json');
+        const call = { id: 'call', kind: 'action', automations: [{ id: 'post', type: 'http', with: { method: 'POST', url: 'https://lab.example.org/orders', headers: { authorization: 'Bearer ${secrets.LAB_TOKEN}', 'x-client': '${secrets.CLIENT_ID}' } } }] };
+        writeFileSync(file, JSON.stringify({ name: 'Uses secrets', nodes: [{ id: 'start', kind: 'start' }, call, { id: 'done', kind: 'end' }], links: [{ from: 'start', to: 'call' }, { from: 'call', to: 'done' }] }));
+        await secretSet(container, { workspaceId, name: 'CLIENT_ID', value: 'client-0042' });
+        const printed = await runArgv(container, ['blueprint', 'import', file, '--workspace', workspaceId]);
+        expect(printed).toContain(`Its http calls name secrets this workspace has not set: LAB_TOKEN; they fail until each is set with: printf %s "$VALUE" | carepath admin secret set <name> --workspace ${workspaceId}`);
+        const json = JSON.parse(await runArgv(container, ['blueprint', 'import', file, '--workspace', workspaceId, '--json']));
+        expect(Object.keys(json).sort()).toEqual(['id', 'name', 'version']);
+        await secretSet(container, { workspaceId, name: 'LAB_TOKEN', value: 'lab-token-0042' });
+        expect((await blueprintImport(container, { file, workspaceId })).secretsNotSet).toEqual([]);
+        expect(await runArgv(container, ['blueprint', 'import', file, '--workspace', workspaceId])).not.toContain('not set');
       });
 
       it('reads YAML too', async () => {

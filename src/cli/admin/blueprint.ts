@@ -8,6 +8,9 @@ import { basename } from 'node:path';
 import type { Container } from '../../container.js';
 import { parseBlueprintFile } from '../../modules/blueprints/blueprint.parse.js';
 import { validateBlueprint } from '../../modules/blueprints/blueprint.validate.js';
+import type { Blueprint, HttpWith } from '../../modules/blueprints/blueprint.js';
+import { secretNamesIn } from '../../modules/secrets/secret-refs.js';
+import { listSecrets } from '../../modules/secrets/secret.repository.js';
 import {
   findBlueprint,
   importBlueprint,
@@ -28,6 +31,20 @@ export interface BlueprintImported {
   id: string;
   name: string;
   version: number;
+  /** Secrets its http headers name that the workspace has not set yet: its calls fail until they are. */
+  secretsNotSet: string[];
+}
+
+/** Every `${secrets.NAME}` the blueprint's http headers name, sorted. */
+function secretsNamedBy(blueprint: Blueprint): string[] {
+  const names = new Set<string>();
+  for (const node of blueprint.nodes) {
+    for (const automation of node.automations) {
+      if (automation.type !== 'http') continue;
+      for (const value of Object.values((automation.with as HttpWith).headers ?? {})) for (const name of secretNamesIn(value)) names.add(name);
+    }
+  }
+  return [...names].sort();
 }
 
 async function readBlueprintFile(file: string): Promise<string> {
@@ -47,16 +64,19 @@ export async function blueprintImport(container: Container, args: BlueprintImpor
   const blueprint = validateBlueprint(parseBlueprintFile(text, basename(args.file)));
   const at = container.clock.now().toISOString();
   // One transaction: a new version row and the diagram's version number move together.
-  return container.db.transaction().execute(async (tx) => {
-    const imported = await importBlueprint(tx, args.workspaceId, blueprint, at);
+  const imported = await container.db.transaction().execute(async (tx) => {
+    const created = await importBlueprint(tx, args.workspaceId, blueprint, at);
     await auditAdminChange(tx, workspace, container.config.environment, at, {
       action: 'blueprint.import',
       resourceType: 'blueprint',
-      resourceId: imported.id,
-      details: { name: imported.name, version: imported.version },
+      resourceId: created.id,
+      details: { name: created.name, version: created.version },
     });
-    return imported;
+    return created;
   });
+  // Not an error: the secrets may well be set next. Said now rather than by the first run's error.
+  const set = new Set((await listSecrets(container.db, workspace.id)).map((secret) => secret.name));
+  return { id: imported.id, name: imported.name, version: imported.version, secretsNotSet: secretsNamedBy(blueprint).filter((name) => !set.has(name)) };
 }
 
 /** The current version's blueprint, as it was imported. */
@@ -93,8 +113,15 @@ const importCommand: AdminCommand<BlueprintImportArgs> = {
   parse: (input) => ({ file: input.positionals[0], workspaceId: requiredFlag(input, 'workspace', 'workspaceId') }),
   async execute(container, args, out, json) {
     const imported = await blueprintImport(container, args);
-    if (json) return writeJson(out, imported);
+    // DESIGN §11's answer, exactly: scripts read it.
+    if (json) return writeJson(out, { id: imported.id, name: imported.name, version: imported.version });
     await out.write(`Blueprint "${imported.name}" imported as version ${imported.version}: ${imported.id}\n`);
+    if (imported.secretsNotSet.length > 0) {
+      await out.write(
+        `Its http calls name secrets this workspace has not set: ${imported.secretsNotSet.join(', ')}; they fail until ` +
+          `each is set with: printf %s "$VALUE" | carepath admin secret set <name> --workspace ${args.workspaceId}\n`,
+      );
+    }
   },
 };
 
