@@ -85,7 +85,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   // laptop, not for patients' data (docs/operations.md "Secrets").
   if (secretKey === undefined && environment === 'production') {
     throw new ConfigError(
-      'CAREPATH_SECRET_KEY must be set when CAREPATH_ENVIRONMENT=production: webhook signing secrets are sealed with it (make one with: openssl rand -hex 32)',
+      'CAREPATH_SECRET_KEY must be set when CAREPATH_ENVIRONMENT=production: webhook signing secrets and partner secrets are sealed with it (make one with: openssl rand -hex 32)',
     );
   }
   return Object.freeze({

@@ -33,7 +33,7 @@ Environment (all optional):
   CAREPATH_HTTP_ALLOW     extra hosts, host:port or CIDRs that http automations may call
   CAREPATH_HTTP_PROXY     forward proxy for http automations: http://[user:password@]host:port
   CAREPATH_HTTP_NO_PROXY  hosts, domains, addresses or CIDRs http automations reach without the proxy
-  CAREPATH_SECRET_KEY     32-byte key (hex or base64) that seals webhook secrets at rest
+  CAREPATH_SECRET_KEY     32-byte key (hex or base64) that seals webhook and partner secrets at rest
 
 Exit codes: 0 done, 1 failed (the reason on stderr), 2 wrong usage.
 `;
