@@ -46,9 +46,8 @@ const MAX_FRAMES = 10;
  * What may be logged of an error met while working on health data: its type and code (a
  * SQLSTATE, `SQLITE_BUSY`, `ECONNREFUSED`: enough to act on at 2 a.m.), and its words only when
  * the store did not answer (they name a host or a connection) or had no room (they name a file).
- * Other messages stay out of the
- * log: a driver's may quote the value it choked on (`invalid input syntax for type uuid: "…"`),
- * a JSON parser's a piece of the body.
+ * Other messages stay out of the log: a driver's may quote the value it choked on (`invalid input
+ * syntax for type uuid: "…"`), a JSON parser's a piece of the body.
  *
  * With `frames`, the stack's frames come too (`at function (file:line:column)`), without its
  * first line, which repeats the message: for a failure nobody expected, where it happened is
