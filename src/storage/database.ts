@@ -228,6 +228,10 @@ export interface RateLimitBucketTable {
 }
 
 /** A stored webhook delivery (DESIGN §7): received → processing → processed | failed. */
+/** A delivery's states (DESIGN §7): received → processing → processed | failed. */
+export const DELIVERY_STATUSES = ['received', 'processing', 'processed', 'failed'] as const;
+export type DeliveryStatus = (typeof DELIVERY_STATUSES)[number];
+
 export interface DeliveryTable {
   id: string;
   tenant_id: string;
@@ -240,7 +244,7 @@ export interface DeliveryTable {
   /** the raw body as text; null once processed */
   body: string | null;
   accepted: number;
-  status: 'received' | 'processing' | 'processed' | 'failed';
+  status: DeliveryStatus;
   attempts: number;
   lease_owner: string | null;
   lease_expires_at: string | null;

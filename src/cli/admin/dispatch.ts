@@ -13,6 +13,7 @@ import { keyCommands } from './key.js';
 import { blueprintCommands } from './blueprint.js';
 import { webhookCommands } from './webhook.js';
 import { secretCommands } from './secret.js';
+import { deliveryCommands } from './delivery.js';
 import { auditCommands } from './audit.js';
 
 export const ADMIN_COMMANDS: readonly AdminCommand[] = [
@@ -21,6 +22,7 @@ export const ADMIN_COMMANDS: readonly AdminCommand[] = [
   ...blueprintCommands,
   ...webhookCommands,
   ...secretCommands,
+  ...deliveryCommands,
   ...auditCommands,
 ];
 

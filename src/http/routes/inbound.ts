@@ -11,12 +11,13 @@ import { CursorParam, ErrorBody, IdParams, ListEnvelope, Nullable, PageLimit, Ti
 import { notFound } from '../../lib/errors.js';
 import { findWebhook } from '../../modules/webhooks/webhook.repository.js';
 import { listDeliveries } from '../../modules/deliveries/delivery.repository.js';
+import { DELIVERY_STATUSES } from '../../storage/database.js';
 import { eventCatalog } from '../../ingestion/events.js';
 import { evaluateSearchTrigger } from '../../modules/scheduling/evaluate.service.js';
 
 const DeliveryView = Type.Object({
   deliveryId: Uuid,
-  status: Type.Union(['received', 'processing', 'processed', 'failed'].map((status) => Type.Literal(status))),
+  status: Type.Union(DELIVERY_STATUSES.map((status) => Type.Literal(status))),
   idempotencyKey: Nullable(Type.String()),
   receivedAt: Timestamp,
   processedAt: Nullable(Timestamp),
@@ -32,7 +33,11 @@ const DeliveryView = Type.Object({
 });
 
 const ListDeliveriesQuery = Type.Object(
-  { limit: Type.Optional(PageLimit), cursor: Type.Optional(CursorParam) },
+  {
+    limit: Type.Optional(PageLimit),
+    cursor: Type.Optional(CursorParam),
+    status: Type.Optional(Type.Union(DELIVERY_STATUSES.map((status) => Type.Literal(status)), { description: 'only deliveries in this state' })),
+  },
   { additionalProperties: false },
 );
 
@@ -68,7 +73,8 @@ export function registerInboundRoutes(api: Api, container: Container): void {
     async (request) => {
       const webhook = await findWebhook(container.db, request.ctx.workspaceId, request.params.webhookId);
       if (!webhook) throw notFound('webhook endpoint');
-      return listDeliveries(container.db, webhook.id, { limit: request.query.limit ?? 25, cursor: request.query.cursor });
+      const { limit, cursor, status } = request.query;
+      return listDeliveries(container.db, webhook.id, { limit: limit ?? 25, cursor, ...(status ? { status } : {}) });
     },
   );
 

@@ -23,6 +23,7 @@ export type AuditAction =
   | 'webhook.rotate_secret'
   | 'secret.set'
   | 'secret.delete'
+  | 'delivery.retry'
   | (string & {});
 
 export interface AuditInput {

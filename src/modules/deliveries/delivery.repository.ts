@@ -4,7 +4,7 @@
  * processor claim the delivery again.
  */
 import type { Kysely } from 'kysely';
-import type { Database, DbOrTx, DeliveryTable } from '../../storage/database.js';
+import type { Database, DbOrTx, DeliveryStatus, DeliveryTable } from '../../storage/database.js';
 import type { Dialect } from '../../storage/connect.js';
 import { newestFirstPage, type Page } from '../../lib/cursor.js';
 import { parseJson } from '../../lib/json.js';
@@ -293,10 +293,41 @@ export async function markFailed(db: DbOrTx, deliveryId: string, owner: string, 
 export interface DeliveryListQuery {
   limit: number;
   cursor?: string;
+  /** Only deliveries in this state (an operator looking for `failed` ones). */
+  status?: DeliveryStatus;
 }
 
 /** Newest first, keyset-paged on the time-ordered id. */
 export async function listDeliveries(db: DbOrTx, webhookId: string, query: DeliveryListQuery): Promise<Page<DeliveryView>> {
-  const select = db.selectFrom('deliveries').select(COLUMNS_WITHOUT_BODY).where('webhook_id', '=', webhookId);
+  let select = db.selectFrom('deliveries').select(COLUMNS_WITHOUT_BODY).where('webhook_id', '=', webhookId);
+  if (query.status) select = select.where('status', '=', query.status);
   return newestFirstPage(select, query, toDeliveryView);
+}
+
+/**
+ * A failed delivery back to `received`, with its attempts, error and times cleared, so a
+ * processor takes it again: what an operator does once the cause is fixed (a bug, a lost
+ * database). Only a failed delivery whose body was kept can go back. Answers the delivery's
+ * webhook, workspace and former error, or why it cannot.
+ */
+export async function requeueFailedDelivery(
+  db: DbOrTx,
+  deliveryId: string,
+): Promise<{ kind: 'requeued'; webhookId: string; workspaceId: string; tenantId: string; error: string | null } | { kind: 'not-found' } | { kind: 'not-failed'; status: string } | { kind: 'no-body' }> {
+  const row = await db
+    .selectFrom('deliveries')
+    .select(['webhook_id', 'workspace_id', 'tenant_id', 'status', 'error', (eb) => eb('body', 'is not', null).as('has_body')])
+    .where('id', '=', deliveryId)
+    .executeTakeFirst();
+  if (!row) return { kind: 'not-found' };
+  if (row.status !== 'failed') return { kind: 'not-failed', status: row.status };
+  if (!row.has_body) return { kind: 'no-body' };
+  const moved = await db
+    .updateTable('deliveries')
+    .set({ status: 'received', attempts: 0, error: null, processed_at: null, lease_owner: null, lease_expires_at: null })
+    .where('id', '=', deliveryId)
+    .where('status', '=', 'failed')
+    .executeTakeFirst();
+  if (Number(moved.numUpdatedRows) === 0) return { kind: 'not-failed', status: 'changed meanwhile' };
+  return { kind: 'requeued', webhookId: row.webhook_id, workspaceId: row.workspace_id, tenantId: row.tenant_id, error: row.error };
 }

@@ -1,0 +1,55 @@
+/**
+ * A delivery that failed for good (here: a database trigger that refuses its records, standing
+ * in for a bug) is found with `?status=failed`, sent back with `carepath admin delivery retry`
+ * once the cause is gone, and processed; the retry is audited, and only failed deliveries can
+ * go back.
+ */
+import { sql } from 'kysely';
+import { expect, it } from 'vitest';
+import { describeEachStore } from '../helpers/test-env.js';
+import { createEndpoint, deliver, lastDelivery, processorFor, search } from '../helpers/deliveries.js';
+import { deliveryRetry } from '../../src/cli/admin/delivery.js';
+
+const patients = { resourceType: 'Bundle', type: 'collection', entry: [{ resource: { resourceType: 'Patient', id: 'retry-1', name: [{ family: 'Curie' }] } }] };
+
+describeEachStore('retrying a failed delivery', (env) => {
+  it('lists it under ?status=failed, puts it back to received, and it is processed', async () => {
+    const ws = await env.workspace();
+    const endpoint = await createEndpoint(ws);
+    expect((await deliver(env, endpoint, patients, { key: 'retry-me' })).statusCode).toBe(202);
+
+    // A cause that is not the store's: every try fails the same way.
+    if (env.kind === 'sqlite') {
+      await sql.raw(`create trigger refuse_records before insert on records begin select raise(abort, 'refused for the test'); end`).execute(env.db);
+    } else {
+      await sql.raw(`create function ${env.schema}.refuse() returns trigger language plpgsql as $$ begin raise exception 'refused for the test'; end $$`).execute(env.db);
+      await sql.raw(`create trigger refuse_records before insert on ${env.schema}.records for each statement execute function ${env.schema}.refuse()`).execute(env.db);
+    }
+    try {
+      await processorFor(env, { maxAttempts: 1 }).drain();
+    } finally {
+      await sql.raw(env.kind === 'sqlite' ? 'drop trigger refuse_records' : `drop trigger refuse_records on ${env.schema}.records`).execute(env.db);
+    }
+    const failed = await lastDelivery(ws, endpoint);
+    expect(failed).toMatchObject({ status: 'failed', error: expect.stringMatching(/^processing failed/) });
+    const listed = (await ws.call('GET', `/v1/webhooks/${endpoint.webhookId}/deliveries?status=failed`)).json();
+    expect(listed.data.map((d: { deliveryId: string }) => d.deliveryId)).toEqual([failed.deliveryId]);
+    expect((await ws.call('GET', `/v1/webhooks/${endpoint.webhookId}/deliveries?status=processed`)).json().data).toEqual([]);
+    expect((await ws.call('GET', `/v1/webhooks/${endpoint.webhookId}/deliveries?status=lost`)).statusCode).toBe(400);
+
+    expect(await deliveryRetry(env.container, { deliveryId: failed.deliveryId })).toEqual({ deliveryId: failed.deliveryId, webhookId: endpoint.webhookId, status: 'received' });
+    expect(await lastDelivery(ws, endpoint)).toMatchObject({ status: 'received', error: null, processedAt: null });
+    await processorFor(env).drain();
+    expect(await lastDelivery(ws, endpoint)).toMatchObject({ status: 'processed', error: null });
+    expect((await search(ws, 'Patient')).total).toBe(1);
+
+    const audit = (await ws.call('GET', '/v1/audit-events?action=delivery.retry')).json().data;
+    expect(audit).toEqual([
+      expect.objectContaining({ keyName: 'carepath admin', resourceType: 'delivery', resourceId: failed.deliveryId, details: { webhookId: endpoint.webhookId, previousError: failed.error } }),
+    ]);
+    // Processed now: it cannot go back again, and ids that name nothing are refused.
+    await expect(deliveryRetry(env.container, { deliveryId: failed.deliveryId })).rejects.toThrow(`delivery ${failed.deliveryId} is processed, not failed`);
+    await expect(deliveryRetry(env.container, { deliveryId: '0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b' })).rejects.toThrow('no delivery has the id');
+    await expect(deliveryRetry(env.container, { deliveryId: 'not-an-id' })).rejects.toThrow('no delivery has the id');
+  });
+});
