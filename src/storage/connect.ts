@@ -31,7 +31,6 @@ export interface StoreOptions {
   connectTimeoutMs?: number;
 }
 
-
 // COUNT(*) and BIGINT come back from pg as strings (they may exceed 2^53). Every bigint this
 // service stores (counts, milliseconds) fits in a double, so read them as numbers.
 pg.types.setTypeParser(20, (text) => Number(text));

@@ -37,14 +37,10 @@ export interface BlueprintImported {
 
 /** Every `${secrets.NAME}` the blueprint's http headers name, sorted. */
 function secretsNamedBy(blueprint: Blueprint): string[] {
-  const names = new Set<string>();
-  for (const node of blueprint.nodes) {
-    for (const automation of node.automations) {
-      if (automation.type !== 'http') continue;
-      for (const value of Object.values((automation.with as HttpWith).headers ?? {})) for (const name of secretNamesIn(value)) names.add(name);
-    }
-  }
-  return [...names].sort();
+  const headerValues = blueprint.nodes.flatMap((node) =>
+    node.automations.flatMap((automation) => (automation.type === 'http' ? Object.values((automation.with as HttpWith).headers ?? {}) : [])),
+  );
+  return secretNamesIn(...headerValues).sort();
 }
 
 async function readBlueprintFile(file: string): Promise<string> {

@@ -30,20 +30,19 @@ export const httpAutomation: AutomationHandler = {
     const settings = render(step.expressions, step.context, { ...written, headers: plain });
     const url = parseUrl(settings.url);
     const body = settings.body === undefined || settings.method === 'GET' ? null : JSON.stringify(settings.body);
-    // Read at the first try that can: a database that does not answer is retried like a network failure.
-    let secrets: { headers: Record<string, string>; values: string[] } | null = null;
-    const answerOutput = (answer: OutboundAnswer) => outputOf(answer, secrets?.values ?? []);
+    // Made at the first try that can read the secrets: a database that does not answer is
+    // retried like a network failure. The same headers then go with every try.
+    let prepared: { headers: Record<string, string>; secretValues: string[] } | null = null;
+    const answerOutput = (answer: OutboundAnswer) => outputOf(answer, prepared?.secretValues ?? []);
     const { backoff } = services.outbound;
     const where = `${settings.method} ${url.origin}${url.pathname}`;
     let lastProblem = '';
     for (let attempt = 1; attempt <= backoff.attempts; attempt++) {
       let answer: OutboundAnswer | null = null;
       try {
-        secrets ??= await secretHeaders(named, step, services.outbound.secrets);
-        const headers = requestHeaders(settings, step.stepKey, secrets.headers);
-        if (body !== null) headers['content-type'] ??= 'application/json';
+        prepared ??= await prepareHeaders(settings, named, body !== null, step, services.outbound.secrets);
         answer = await sendOutbound(
-          { method: settings.method, url, headers, body, timeoutMs: settings.timeoutMs ?? services.outbound.timeoutMs, maxBodyBytes: MAX_HTTP_BODY_BYTES },
+          { method: settings.method, url, headers: prepared.headers, body, timeoutMs: settings.timeoutMs ?? services.outbound.timeoutMs, maxBodyBytes: MAX_HTTP_BODY_BYTES },
           services.outbound.allow,
           services.outbound.proxy,
         );
@@ -89,23 +88,24 @@ function splitSecretHeaders(headers: Record<string, string> | undefined): { plai
   return { plain, named };
 }
 
-/** The secret-naming headers filled in, and the values used (to keep them out of the output). */
-async function secretHeaders(
+/** The request's headers, secrets filled in, and the secret values used (to keep them out of the output). */
+async function prepareHeaders(
+  settings: HttpWith,
   named: [string, string][],
+  hasBody: boolean,
   step: StepRequest,
   readSecrets: (workspaceId: string, names: readonly string[]) => Promise<Map<string, string>>,
-): Promise<{ headers: Record<string, string>; values: string[] }> {
-  if (named.length === 0) return { headers: {}, values: [] };
-  const names = [...new Set(named.flatMap(([, value]) => secretNamesIn(value)))];
-  const values = await readSecrets(step.run.workspaceId, names);
+): Promise<{ headers: Record<string, string>; secretValues: string[] }> {
+  const names = secretNamesIn(...named.map(([, value]) => value));
+  const values = names.length > 0 ? await readSecrets(step.run.workspaceId, names) : new Map<string, string>();
   const missing = names.filter((name) => !values.has(name));
   if (missing.length > 0) {
     throw new StepFailure(`http: ${missing.length === 1 ? 'secret' : 'secrets'} ${missing.join(', ')} not set in this workspace (carepath admin secret set)`);
   }
-  return {
-    headers: Object.fromEntries(named.map(([name, value]) => [name, fillSecrets(value, values)])),
-    values: [...values.values()],
-  };
+  const secretHeaders = Object.fromEntries(named.map(([name, value]) => [name, fillSecrets(value, values)]));
+  const headers = requestHeaders(settings, step.stepKey, secretHeaders);
+  if (hasBody) headers['content-type'] ??= 'application/json';
+  return { headers, secretValues: [...values.values()] };
 }
 
 function requestHeaders(settings: HttpWith, stepKey: string, secretHeaders: Record<string, string>): Record<string, string> {

@@ -202,7 +202,6 @@ function isHttpUrl(text: string): boolean {
   return (protocol === 'http:' || protocol === 'https:') && hostname !== '';
 }
 
-/** Every `{{ }}` in every string under `with` must be an expression that could run. */
 /** Calls `visit` with every string value inside `value` and its path (`with.body.note`, `with.add[0]`). */
 function eachString(value: unknown, path: string, visit: (text: string, path: string) => void): void {
   if (typeof value === 'string') visit(value, path);
@@ -210,6 +209,7 @@ function eachString(value: unknown, path: string, visit: (text: string, path: st
   else if (isObject(value)) for (const [key, item] of Object.entries(value)) eachString(item, `${path}.${key}`, visit);
 }
 
+/** Every `{{ }}` in every string under `with` must be an expression that could run. */
 function checkPlaceholders(value: unknown, path: string, report: Report): void {
   eachString(value, path, (text, at) => {
     for (const expression of findPlaceholders(text)) {

@@ -16,9 +16,9 @@ export function mentionsSecrets(text: string): boolean {
   return text.includes('${secrets.');
 }
 
-/** The names a text refers to, in order, each once; names that are not well-formed are returned too (to be reported). */
-export function secretNamesIn(text: string): string[] {
-  return [...new Set([...text.matchAll(referencePattern())].map((match) => match[1]))];
+/** The names the texts refer to, in order, each once; names that are not well-formed are returned too (to be reported). */
+export function secretNamesIn(...texts: string[]): string[] {
+  return [...new Set(texts.flatMap((text) => [...text.matchAll(referencePattern())].map((match) => match[1])))];
 }
 
 /** The text with every reference replaced by its value; `values` must hold every name. */
