@@ -1,24 +1,24 @@
 import { sql, type RawBuilder } from 'kysely';
 import { ApiError } from './errors.js';
+import { isUuid } from './ids.js';
 
 /**
- * Opaque keyset cursors: base64url of a small JSON array (the sort key of the last item sent).
+ * Opaque keyset cursors: base64url of a one-item JSON array, the id of the last item sent.
  * Keyset paging stays stable while rows are inserted (DESIGN §2).
  */
-export function encodeCursor(key: readonly (string | number)[]): string {
-  return Buffer.from(JSON.stringify(key), 'utf8').toString('base64url');
+export function encodeCursor(lastId: string): string {
+  return Buffer.from(JSON.stringify([lastId]), 'utf8').toString('base64url');
 }
 
-export function decodeCursor(cursor: string, arity: number): (string | number)[] {
+/**
+ * The id a cursor carries. Anything else is refused (DESIGN §2: a bad cursor → 400), also a
+ * well-formed array whose item is not an id: `["zzz"]` would otherwise sort after every id and
+ * quietly answer the first page again.
+ */
+export function decodeCursor(cursor: string): string {
   try {
-    const key = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
-    if (
-      Array.isArray(key) &&
-      key.length === arity &&
-      key.every((part) => typeof part === 'string' || typeof part === 'number')
-    ) {
-      return key;
-    }
+    const key: unknown = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
+    if (Array.isArray(key) && key.length === 1 && isUuid(key[0])) return key[0].toLowerCase();
   } catch {
     // fall through to the error below
   }
@@ -46,11 +46,11 @@ export async function newestFirstPage<Row extends { id: string }, T>(
   toItem: (row: Row) => T,
 ): Promise<Page<T>> {
   let paged = select;
-  if (query.cursor) paged = paged.where(sql.ref<string>('id'), '<', String(decodeCursor(query.cursor, 1)[0]));
+  if (query.cursor) paged = paged.where(sql.ref<string>('id'), '<', decodeCursor(query.cursor));
   const rows = await paged.orderBy(sql.ref<string>('id'), 'desc').limit(query.limit + 1).execute();
   const page = rows.slice(0, query.limit);
   return {
     data: page.map(toItem),
-    nextCursor: rows.length > query.limit ? encodeCursor([page[page.length - 1].id]) : null,
+    nextCursor: rows.length > query.limit ? encodeCursor(page[page.length - 1].id) : null,
   };
 }

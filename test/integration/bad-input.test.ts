@@ -258,6 +258,23 @@ describeEachStore('bad input on every management route', (env) => {
     expect(await stateOf(ws, f)).toEqual(before);
   });
 
+  it('refuses any field on the actions that take none (run actions, evaluate); no body or {} is the call', async () => {
+    const ws = await env.workspace();
+    const f = await fixture(ws);
+    const search = await ws.call('POST', '/v1/triggers', { body: { name: 'Cohort', sourceId: f.blueprintId, type: 'search', queryId: f.queryId } });
+    const actions = [...RUN_ACTIONS.map((action) => `/v1/runs/${f.runId}/${action}`), `/v1/triggers/${search.json().triggerId}/evaluate`];
+    const before = await stateOf(ws, f);
+    for (const url of actions) {
+      expectError(await ws.call('POST', url, { body: { reason: 'no longer needed' } }), 400, 'invalid_request', '"reason"');
+      for (const notAnObject of [['x'], 'text', 7]) expectError(await ws.call('POST', url, { body: notAnObject }), 400, 'invalid_request', 'body');
+    }
+    expect(await stateOf(ws, f)).toEqual(before);
+    // The calls themselves, with {} and with no body at all.
+    expect((await ws.call('POST', `/v1/runs/${f.runId}/pause`, { body: {} })).json().automationStatus).toBe('paused');
+    expect((await ws.call('POST', `/v1/runs/${f.runId}/cancel`)).json().automationStatus).toBe('canceled');
+    expect((await ws.call('POST', actions[actions.length - 1])).statusCode).toBe(200);
+  });
+
   it('answers 400 for malformed JSON, 415 for other content types, 413 for bodies over 1 MiB; writes nothing', async () => {
     const ws = await env.workspace();
     const f = await fixture(ws);
@@ -320,7 +337,10 @@ describeEachStore('bad input on every management route', (env) => {
       if (nameSearch) expectError(await ws.call('GET', `${path}?q=${HUGE}`), 400, 'invalid_request', 'querystring.q');
       const wrongShape = Buffer.from(JSON.stringify(['a', 'b'])).toString('base64url');
       const wrongType = Buffer.from(JSON.stringify([{ id: 1 }])).toString('base64url');
-      for (const cursor of ['garbage', wrongShape, wrongType, 'eyJub3QiOiJhbiBhcnJheSJ9']) {
+      // Well-formed, but not an id: "zzz" sorts after every id and would answer the first page again.
+      const notAnId = Buffer.from(JSON.stringify(['zzz'])).toString('base64url');
+      const aNumber = Buffer.from(JSON.stringify([7])).toString('base64url');
+      for (const cursor of ['garbage', wrongShape, wrongType, notAnId, aNumber, 'eyJub3QiOiJhbiBhcnJheSJ9']) {
         expectError(await ws.call('GET', `${path}?cursor=${cursor}`), 400, 'invalid_cursor');
       }
       expectError(await ws.call('GET', `${path}?cursor=${'a'.repeat(600)}`), 400, 'invalid_request', 'querystring.cursor');
