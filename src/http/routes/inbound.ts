@@ -7,7 +7,7 @@
 import { Type } from '@sinclair/typebox';
 import type { Api } from '../types.js';
 import type { Container } from '../../container.js';
-import { CursorParam, ErrorBody, IdParams, ListEnvelope, Nullable, PageLimit, Timestamp, Uuid, commonErrors } from '../schemas/common.js';
+import { CursorParam, EmptyBody, ErrorBody, IdParams, ListEnvelope, Nullable, PageLimit, Timestamp, Uuid, commonErrors, noBodyIsEmpty } from '../schemas/common.js';
 import { notFound } from '../../lib/errors.js';
 import { findWebhook } from '../../modules/webhooks/webhook.repository.js';
 import { listDeliveries } from '../../modules/deliveries/delivery.repository.js';
@@ -114,13 +114,10 @@ export function registerInboundRoutes(api: Api, container: Container): void {
           'records with a live run of this trigger, and every run carries the answered `idempotencyKey`. Only search ' +
           'triggers can be evaluated (400 otherwise); an inactive one is 409 `trigger_inactive`.',
         params: IdParams('triggerId'),
-        body: Type.Object({}, { additionalProperties: false }),
+        body: EmptyBody,
         response: { 200: Evaluation, ...commonErrors, 409: ErrorBody },
       },
-      // No body at all is the usual call.
-      preValidation: async (request) => {
-        if (request.body === undefined || request.body === null) request.body = {};
-      },
+      preValidation: noBodyIsEmpty,
     },
     async (request) =>
       evaluateSearchTrigger(

@@ -1,7 +1,7 @@
 import { Type } from '@sinclair/typebox';
 import type { Api } from '../types.js';
 import type { Container } from '../../container.js';
-import { IdParams, ListEnvelope, commonErrors, ErrorBody, Uuid, Timestamp, Nullable, PageLimit, CursorParam } from '../schemas/common.js';
+import { IdParams, ListEnvelope, commonErrors, ErrorBody, Uuid, Timestamp, Nullable, PageLimit, CursorParam, EmptyBody, noBodyIsEmpty } from '../schemas/common.js';
 import { findRun, listRuns } from '../../modules/runs/run.repository.js';
 import { notFound } from '../../lib/errors.js';
 import { RUN_STATUSES } from '../../engine/run-status.js';
@@ -68,7 +68,15 @@ export function registerRunRoutes(api: Api, container: Container): void {
       `/v1/runs/:runId/${action}`,
       {
         config: { scope: 'runs:write' },
-        schema: { tags, operationId: `${action}Run`, summary: ACTION_SUMMARY[action], params: RunParams, response: { 200: RunSchema, ...commonErrors, 409: ErrorBody } },
+        schema: {
+          tags,
+          operationId: `${action}Run`,
+          summary: ACTION_SUMMARY[action],
+          params: RunParams,
+          body: EmptyBody,
+          response: { 200: RunSchema, ...commonErrors, 409: ErrorBody },
+        },
+        preValidation: noBodyIsEmpty,
       },
       async (request) => {
         const result = await applyRunAction(

@@ -16,6 +16,16 @@ export const Nullable = <T extends TSchema>(schema: T) => Type.Union([schema, Ty
 
 export const IdParams = (name: string) => Type.Object({ [name]: Uuid }, { additionalProperties: false });
 
+/**
+ * The body of an action that takes no fields (run actions, evaluate): none at all is the usual
+ * call, `{}` is the same, and any field is refused by name like every other unknown field.
+ * Use with `noBodyIsEmpty` as the route's preValidation.
+ */
+export const EmptyBody = Type.Object({}, { additionalProperties: false, description: 'no fields; the body may be left out' });
+export async function noBodyIsEmpty(request: { body: unknown }): Promise<void> {
+  if (request.body === undefined || request.body === null) request.body = {};
+}
+
 export const PageLimit = Type.Integer({ minimum: 1, maximum: 100, default: 25 });
 export const CursorParam = Type.String({ minLength: 1, maxLength: 512 });
 
