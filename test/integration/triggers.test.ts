@@ -43,6 +43,9 @@ describeEachStore('triggers', (env) => {
     const cases: [Record<string, unknown>, RegExp][] = [
       [{ name: 'x', sourceId: blueprintId, type: 'web', event: 'Patient.created' }, /event/],
       [{ name: 'x', sourceId: blueprintId, type: 'web', queryId }, /queryId/],
+      // Sent is sent, null included (DESIGN §2).
+      [{ name: 'x', sourceId: blueprintId, type: 'web', queryId: null }, /^body\.queryId does not apply to a web trigger$/],
+      [{ name: 'x', sourceId: blueprintId, type: 'event', event: 'Patient.created', schedule: null }, /^body\.schedule does not apply to an event trigger$/],
       [{ name: 'x', sourceId: blueprintId, type: 'event', schedule: { interval: 'P1D', timezone: 'UTC' } }, /schedule/],
       [{ name: 'x', sourceId: blueprintId, type: 'search' }, /queryId/],
       [{ name: 'x', sourceId: blueprintId, type: 'event' }, /event/],
@@ -95,7 +98,7 @@ describeEachStore('triggers', (env) => {
     expect(renamed.json()).toMatchObject({ name: 'Cohort 2', active: false, queryId, schedule: { interval: 'PT1H' } });
     const cleared = await ws.call('PATCH', url, { body: { schedule: null } });
     expect(cleared.json()).toMatchObject({ schedule: null, nextRunAt: null, name: 'Cohort 2' });
-    for (const body of [{ type: 'web' }, { event: 'Patient.created' }, { queryId: null }, { name: 5 }]) {
+    for (const body of [{ type: 'web' }, { event: 'Patient.created' }, { event: null }, { queryId: null }, { name: 5 }]) {
       const res = await ws.call('PATCH', url, { body });
       expect(res.statusCode, JSON.stringify(body)).toBe(400);
     }

@@ -35,11 +35,11 @@ const FIELDS_OF_TYPE: Record<TriggerType, readonly string[]> = {
 };
 const TYPE_SPECIFIC = ['queryId', 'schedule', 'event', 'onePerSubject'] as const;
 
+/** DESIGN §2: a field of another trigger type is refused, also as null (sent is sent). */
 function refuseForeignFields(type: TriggerType, body: Record<string, unknown>): void {
   for (const field of TYPE_SPECIFIC) {
-    const value = body[field];
-    if (value !== undefined && value !== null && !FIELDS_OF_TYPE[type].includes(field)) {
-      throw invalidRequest(`body.${field} does not apply to a ${type} trigger`);
+    if (body[field] !== undefined && !FIELDS_OF_TYPE[type].includes(field)) {
+      throw invalidRequest(`body.${field} does not apply to ${type === 'event' ? 'an' : 'a'} ${type} trigger`);
     }
   }
 }
