@@ -85,6 +85,15 @@ describeEachStore('diagrams', (env) => {
     expect((await ws.call('GET', `/v1/diagrams/${runId}`)).json().version).toBe(1);
   });
 
+  it('keeps one blueprint per name when imports of it race (each its own transaction)', async () => {
+    const ws = await env.workspace();
+    const imports = await Promise.all(Array.from({ length: 8 }, () => ws.importBlueprint(simpleBlueprint('Raced'))));
+    expect(new Set(imports.map((imported) => imported.id)).size).toBe(1);
+    expect(imports.map((imported) => imported.version).sort((a, b) => a - b)).toEqual([1, 2, 3, 4, 5, 6, 7, 8]);
+    const listed = (await ws.call('GET', '/v1/diagrams?q=Raced')).json().data;
+    expect(listed).toEqual([expect.objectContaining({ id: imports[0].id, version: 8 })]);
+  });
+
   it('answers 404 for unknown ids, ids of another workspace and ids that are not UUIDs', async () => {
     const ws = await env.workspace();
     const other = await env.workspace();

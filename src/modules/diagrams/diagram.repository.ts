@@ -1,5 +1,6 @@
 import { sql } from 'kysely';
 import type { DbOrTx } from '../../storage/database.js';
+import { dialectOfDb } from '../../storage/dialect.js';
 import { uuidv7 } from '../../lib/ids.js';
 import { newestFirstPage, type Page } from '../../lib/cursor.js';
 import { parseJson } from '../../lib/json.js';
@@ -49,6 +50,12 @@ export interface ImportableBlueprint {
 /**
  * Imports a validated blueprint. A blueprint of the same name in the workspace gets a new
  * version (runs in flight keep the version they were copied from); otherwise a new one is made.
+ * Runs in a transaction (its own when given none).
+ *
+ * Imports of one name at the same time (several admin shells on one PostgreSQL database) take
+ * turns: each would otherwise find no blueprint of that name and make one, or take the same next
+ * version and fail on the version's key. The first holds a lock on the name until its
+ * transaction ends; the next then finds its rows. SQLite's write transactions take turns anyway.
  */
 export async function importBlueprint(
   db: DbOrTx,
@@ -56,6 +63,10 @@ export async function importBlueprint(
   blueprint: ImportableBlueprint,
   at: string,
 ): Promise<{ id: string; name: string; version: number }> {
+  if (!db.isTransaction) return db.transaction().execute((tx) => importBlueprint(tx, workspaceId, blueprint, at));
+  if (dialectOfDb(db) === 'postgres') {
+    await sql`select pg_advisory_xact_lock(hashtextextended(${`carepath blueprint ${workspaceId} ${blueprint.name}`}, 0))`.execute(db);
+  }
   const existing = await db
     .selectFrom('diagrams')
     .select(['id', 'version'])
