@@ -4,6 +4,7 @@
  */
 import { decodeSecretKey } from './lib/secret-box.js';
 import { noProxyMatcher, parseProxyUrl, ProxySettingError } from './engine/outbound/proxy.js';
+import { AllowListEntryError, createAllowList } from './engine/outbound/allow-list.js';
 
 export interface RateLimitSetting {
   requests: number;
@@ -45,6 +46,44 @@ function listSetting(text: string | undefined): string[] {
     .filter(Boolean);
 }
 
+const DATABASE_URL_FORMS = 'sqlite:<path>, sqlite::memory: or postgres://…';
+
+/**
+ * `sqlite:` with nothing after it is refused rather than read as memory: written as
+ * `sqlite:$DB_PATH` with the variable unset, it would keep every run and record in memory and
+ * lose them at the next restart, without a word.
+ */
+function checkedDatabaseUrl(url: string): string {
+  if (url.startsWith('sqlite:')) {
+    if (url.slice('sqlite:'.length).trim() === '') {
+      throw new ConfigError(`CAREPATH_DATABASE_URL names no SQLite file ("${url}"): it must be ${DATABASE_URL_FORMS}`);
+    }
+    return url;
+  }
+  if (!/^postgres(ql)?:\/\//.test(url)) throw new ConfigError(`CAREPATH_DATABASE_URL must be ${DATABASE_URL_FORMS}`);
+  try {
+    new URL(url);
+  } catch {
+    // The URL itself is not printed: it may hold a password.
+    throw new ConfigError('CAREPATH_DATABASE_URL is not a valid postgres:// URL (check the port, and percent-encode special characters in the password)');
+  }
+  return url;
+}
+
+/** The base of the webhook URLs handed out: an absolute http(s) URL, without a trailing slash. */
+function checkedPublicUrl(text: string): string {
+  let url: URL | null = null;
+  try {
+    url = new URL(text);
+  } catch {
+    // refused below
+  }
+  if (!url || (url.protocol !== 'http:' && url.protocol !== 'https:') || url.search !== '' || url.hash !== '' || url.username !== '' || url.password !== '') {
+    throw new ConfigError(`CAREPATH_PUBLIC_URL must be an http:// or https:// URL such as https://carepath.example.org, got "${text}"`);
+  }
+  return text.replace(/\/+$/, '');
+}
+
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 
 export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
@@ -58,16 +97,19 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   if (environment !== 'staging' && environment !== 'production') {
     throw new ConfigError(`CAREPATH_ENVIRONMENT must be staging or production, got "${environment}"`);
   }
-  const databaseUrl = env.CAREPATH_DATABASE_URL || 'sqlite:./data/carepath.db';
-  if (!databaseUrl.startsWith('sqlite:') && !/^postgres(ql)?:\/\//.test(databaseUrl)) {
-    throw new ConfigError('CAREPATH_DATABASE_URL must be sqlite:<path>, sqlite::memory: or postgres://…');
-  }
+  const databaseUrl = checkedDatabaseUrl(env.CAREPATH_DATABASE_URL || 'sqlite:./data/carepath.db');
   const logLevel = env.CAREPATH_LOG_LEVEL || 'info';
   if (!LOG_LEVELS.includes(logLevel)) {
     throw new ConfigError(`CAREPATH_LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')}`);
   }
-  const publicUrl = (env.CAREPATH_PUBLIC_URL || `http://${host}:${port}`).replace(/\/+$/, '');
+  const publicUrl = checkedPublicUrl(env.CAREPATH_PUBLIC_URL || `http://${host.includes(':') ? `[${host}]` : host}:${port}`);
   const httpAllow = listSetting(env.CAREPATH_HTTP_ALLOW);
+  try {
+    createAllowList(httpAllow);
+  } catch (error) {
+    if (error instanceof AllowListEntryError) throw new ConfigError(error.message);
+    throw error;
+  }
   const httpProxy = env.CAREPATH_HTTP_PROXY || undefined;
   const httpNoProxy = listSetting(env.CAREPATH_HTTP_NO_PROXY);
   try {

@@ -78,7 +78,8 @@ export function dialectOf(databaseUrl: string): Dialect {
 
 /**
  * The SQLite database file a URL names, its folder made if missing; null for PostgreSQL and for
- * an in-memory store (`sqlite::memory:` or `sqlite:`).
+ * an in-memory store (`sqlite::memory:`; an empty `sqlite:` also opens one here, but the
+ * configuration refuses it: config.ts).
  */
 export function sqliteFileOf(databaseUrl: string): string | null {
   if (dialectOf(databaseUrl) !== 'sqlite') return null;
