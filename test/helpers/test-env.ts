@@ -86,7 +86,9 @@ export class TestEnv {
     const tenantId = await ensureTenant(db, tenantName ?? `tenant-${randomBytes(4).toString('hex')}`, at);
     const workspaceId = await createWorkspace(db, tenantId, `workspace-${randomBytes(4).toString('hex')}`, at);
     const workspaceRow = { id: workspaceId, tenant_id: tenantId };
-    const { keyId, key } = await issueKey(db, workspaceRow, 'test key', [], 'staging', at);
+    // Keys work only in the environment they were issued for: the deployment's.
+    const environment = this.container.config.environment;
+    const { keyId, key } = await issueKey(db, workspaceRow, 'test key', [], environment, at);
     const app = this.app;
     const call: TestWorkspace['call'] = (method, url, options = {}) => {
       const headers: Record<string, string> = { ...options.headers };
@@ -105,7 +107,7 @@ export class TestEnv {
       keyId,
       key,
       call,
-      keyWith: (scopes) => issueKey(db, workspaceRow, `key with ${scopes.join(' ') || 'no scopes'}`, scopes, 'staging', at),
+      keyWith: (scopes) => issueKey(db, workspaceRow, `key with ${scopes.join(' ') || 'no scopes'}`, scopes, environment, at),
       revoke: async (id) => {
         await revokeKey(db, id, new Date().toISOString());
       },

@@ -1,6 +1,6 @@
 import { expect, it } from 'vitest';
 import { describeEachStore } from '../helpers/test-env.js';
-import { listKeys } from '../../src/modules/tenancy/tenancy.repository.js';
+import { issueKey, listKeys } from '../../src/modules/tenancy/tenancy.repository.js';
 
 describeEachStore('GET /v1/me', (env) => {
   it('returns the key context for a valid key', async () => {
@@ -48,6 +48,22 @@ describeEachStore('GET /v1/me', (env) => {
     const res = await ws.call('GET', '/v1/me', { key: other.key });
     expect(res.statusCode).toBe(401);
     expect(res.json().code).toBe('invalid_api_key');
+  });
+
+  it('refuses a key issued for another environment, saying which (this deployment is staging)', async () => {
+    const ws = await env.workspace();
+    const workspace = { id: ws.workspaceId, tenant_id: ws.tenantId };
+    const production = await issueKey(env.container.db, workspace, 'copied from production', [], 'production', new Date().toISOString());
+    expect(production.key).toMatch(/^cpk_production_/);
+    const res = await ws.call('GET', '/v1/me', { key: production.key });
+    expect(res.statusCode).toBe(401);
+    expect(res.json()).toEqual({
+      error: 'this is a production key and this deployment is staging: use a key issued with CAREPATH_ENVIRONMENT=staging',
+      code: 'invalid_api_key',
+      requestId: expect.any(String),
+    });
+    // A refused call is not a use of the key.
+    expect((await listKeys(env.container.db, ws.workspaceId)).find((key) => key.keyId === production.keyId)?.lastUsedAt).toBeNull();
   });
 
   it('replaces an unacceptable X-Request-Id with a generated one', async () => {

@@ -50,6 +50,10 @@ function whyNoKey(request: FastifyRequest): string {
  * Every route registered in this context needs a key. The order is fixed: who (401), how often
  * (429), may they (403). The key is looked up on every request, never cached, so a revoked key
  * fails on the very next call of any process.
+ *
+ * A key works only in the environment it was issued for (its `cpk_<environment>_` prefix): a
+ * staging key copied into a production integration is refused, and a key issued from an admin
+ * shell without the deployment's CAREPATH_ENVIRONMENT says so at its first call.
  */
 export function requireApiKey(app: FastifyInstance, container: Container): void {
   app.addHook('onRoute', (route) => {
@@ -62,6 +66,13 @@ export function requireApiKey(app: FastifyInstance, container: Container): void 
     const secret = presentedKey(request);
     const key = secret && looksLikeApiKey(secret) ? await container.keys.resolve(secret) : null;
     if (!key) throw new ApiError('invalid_api_key', whyNoKey(request));
+    const deployment = container.config.environment;
+    if (key.environment !== deployment) {
+      throw new ApiError(
+        'invalid_api_key',
+        `this is a ${key.environment} key and this deployment is ${deployment}: use a key issued with CAREPATH_ENVIRONMENT=${deployment}`,
+      );
+    }
 
     const decision = await container.rateLimiter.take(`key:${key.keyId}`);
     setRateLimitHeaders(reply, decision);
