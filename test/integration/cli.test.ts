@@ -147,9 +147,10 @@ function suite(kind: StoreKind) {
           /unknown scope "runs:fly"/,
         );
         await expect(keyCreate(container, { workspaceId, name: 'x', scopes: [] })).rejects.toThrow(/full-access/);
-        await expect(runArgv(container, ['key', 'create', '--workspace', workspaceId, '--name', 'x', '--scopes', ','])).rejects.toThrow(
-          CommandError,
-        );
+        // A malformed --scopes is wrong usage (exit 2), found before anything is read or written.
+        for (const scopes of [',', 'foo:bar']) {
+          await expect(runArgv(container, ['key', 'create', '--workspace', workspaceId, '--name', 'x', '--scopes', scopes])).rejects.toThrow(UsageError);
+        }
         expect(await keyList(container, { workspaceId })).toHaveLength(1);
       });
 
@@ -320,7 +321,7 @@ function suite(kind: StoreKind) {
 
       it('records nothing when the change fails', async () => {
         const workspaceId = await newWorkspace();
-        await expect(keyCreate(container, { workspaceId, name: 'bad', scopes: ['nope'] })).rejects.toThrow(CommandError);
+        await expect(keyCreate(container, { workspaceId, name: 'bad', scopes: ['nope'] })).rejects.toThrow(UsageError);
         const events = [];
         for await (const event of auditExport(container, { workspaceId })) events.push(event);
         expect(events.map((event) => event.action)).toEqual(['workspace.create']);

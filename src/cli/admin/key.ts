@@ -6,7 +6,7 @@ import type { Container } from '../../container.js';
 import { isUuid } from '../../lib/ids.js';
 import { issueKey, listKeys, revokeKey, type IssuedKey } from '../../modules/tenancy/tenancy.repository.js';
 import { SCOPES, isScope } from '../../auth/scopes.js';
-import { CommandError } from '../errors.js';
+import { CommandError, UsageError } from '../errors.js';
 import { checkName, optionalFlag, requireWorkspace, requiredFlag, workspaceListCommand, writeJson, type AdminCommand } from './command.js';
 import { auditAdminChange } from './admin-audit.js';
 
@@ -25,15 +25,16 @@ export function parseScopeList(text: string): string[] {
     .filter(Boolean);
 }
 
+/** A malformed --scopes is wrong usage (exit 2), like any other malformed argument. */
 function checkScopes(scopes: string[]): string[] {
   if (scopes.length === 0) {
     // An empty list would be stored as full access: refuse it rather than grant more than asked.
-    throw new CommandError('--scopes names no scope; leave it out for a full-access key');
+    throw new UsageError('--scopes names no scope; leave it out for a full-access key');
   }
   const unknown = scopes.filter((scope) => !isScope(scope));
   if (unknown.length > 0) {
     const names = unknown.map((scope) => `"${scope}"`).join(', ');
-    throw new CommandError(`unknown scope${unknown.length === 1 ? '' : 's'} ${names}; known scopes: ${SCOPES.join(', ')}`);
+    throw new UsageError(`unknown scope${unknown.length === 1 ? '' : 's'} ${names}; known scopes: ${SCOPES.join(', ')}`);
   }
   return [...new Set(scopes)];
 }
@@ -98,7 +99,7 @@ const create: AdminCommand<KeyCreateArgs> = {
     return {
       workspaceId: requiredFlag(input, 'workspace', 'workspaceId'),
       name: checkName('--name', requiredFlag(input, 'name', 'key name')),
-      ...(scopes === undefined ? {} : { scopes: parseScopeList(scopes) }),
+      ...(scopes === undefined ? {} : { scopes: checkScopes(parseScopeList(scopes)) }),
     };
   },
   async execute(container, args, out, json) {
