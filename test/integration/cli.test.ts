@@ -134,6 +134,15 @@ function suite(kind: StoreKind) {
         await expect(keyRevoke(container, { keyId: 'not-a-key' })).rejects.toThrow(/no key has the id "not-a-key"/);
       });
 
+      it('takes ids in upper case: the same UUID, stored and shown in lower case', async () => {
+        const workspaceId = await newWorkspace();
+        const issued = JSON.parse(await runArgv(container, ['key', 'create', '--workspace', workspaceId.toUpperCase(), '--name', 'cased', '--json']));
+        expect(await findActiveKey(container.db, issued.key)).toMatchObject({ keyId: issued.keyId, workspaceId });
+        expect(JSON.parse(await runArgv(container, ['key', 'list', '--workspace', workspaceId.toUpperCase(), '--json']))).toHaveLength(1);
+        await runArgv(container, ['key', 'revoke', issued.keyId.toUpperCase()]);
+        expect(await findActiveKey(container.db, issued.key)).toBeNull();
+      });
+
       it('narrows a key to the scopes listed and refuses unknown ones by name', async () => {
         const workspaceId = await newWorkspace();
         const printed = await runArgv(container, [

@@ -6,7 +6,7 @@ import { DateTime } from 'luxon';
 import type { Container } from '../../container.js';
 import { listAuditEventsAfter, type AuditEvent } from '../../modules/audit/audit.repository.js';
 import { UsageError } from '../errors.js';
-import { optionalFlag, requireWorkspace, requiredFlag, type AdminCommand } from './command.js';
+import { optionalFlag, requireWorkspace, workspaceFlag, type AdminCommand } from './command.js';
 
 const PAGE_SIZE = 500;
 
@@ -48,7 +48,7 @@ const exportCommand: AdminCommand<AuditExportArgs> = {
   parse(input) {
     const since = optionalFlag(input, 'since');
     return {
-      workspaceId: requiredFlag(input, 'workspace', 'workspaceId'),
+      workspaceId: workspaceFlag(input),
       ...(since === undefined ? {} : { since: parseSince(since) }),
     };
   },

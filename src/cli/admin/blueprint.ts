@@ -19,7 +19,7 @@ import {
   type DiagramSummary,
 } from '../../modules/diagrams/diagram.repository.js';
 import { CommandError } from '../errors.js';
-import { requireWorkspace, requiredFlag, workspaceListCommand, writeJson, type AdminCommand } from './command.js';
+import { idArgument, requireWorkspace, workspaceFlag, workspaceListCommand, writeJson, type AdminCommand } from './command.js';
 import { auditAdminChange } from './admin-audit.js';
 
 export interface BlueprintImportArgs {
@@ -106,7 +106,7 @@ const importCommand: AdminCommand<BlueprintImportArgs> = {
   synopsis: '<file.json|file.yaml> --workspace <workspaceId> [--json]',
   flags: ['workspace'],
   positionals: ['file'],
-  parse: (input) => ({ file: input.positionals[0], workspaceId: requiredFlag(input, 'workspace', 'workspaceId') }),
+  parse: (input) => ({ file: input.positionals[0], workspaceId: workspaceFlag(input) }),
   async execute(container, args, out, json) {
     const imported = await blueprintImport(container, args);
     // DESIGN §11's answer, exactly: scripts read it.
@@ -127,7 +127,7 @@ const exportCommand: AdminCommand<{ blueprintId: string; workspaceId: string }> 
   synopsis: '<blueprintId> --workspace <workspaceId>',
   flags: ['workspace'],
   positionals: ['blueprintId'],
-  parse: (input) => ({ blueprintId: input.positionals[0], workspaceId: requiredFlag(input, 'workspace', 'workspaceId') }),
+  parse: (input) => ({ blueprintId: idArgument(input.positionals[0]), workspaceId: workspaceFlag(input) }),
   async execute(container, args, out) {
     // Indented either way: the output is a file meant to be edited and imported again.
     await out.write(`${JSON.stringify(await blueprintExport(container, args), null, 2)}\n`);

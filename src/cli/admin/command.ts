@@ -7,6 +7,7 @@
 import type { Container } from '../../container.js';
 import { findWorkspace } from '../../modules/tenancy/tenancy.repository.js';
 import { CommandError, UsageError } from '../errors.js';
+import { isUuid } from '../../lib/ids.js';
 
 export interface CommandInput {
   /** `--flag value` pairs; every flag of a command takes a value except --json and --help. */
@@ -41,6 +42,19 @@ export function requiredFlag(input: CommandInput, flag: string, placeholder: str
   const value = input.values[flag]?.trim();
   if (!value) throw new UsageError(`--${flag} <${placeholder}> is required`);
   return value;
+}
+
+/**
+ * An id given on the command line: a UUID in upper case is the same id (RFC 9562 §4), so it is
+ * turned to the lower case ids are stored in; anything else is left for the command to refuse.
+ */
+export function idArgument(value: string): string {
+  return isUuid(value) ? value.toLowerCase() : value;
+}
+
+/** `--workspace <workspaceId>`, required. */
+export function workspaceFlag(input: CommandInput): string {
+  return idArgument(requiredFlag(input, 'workspace', 'workspaceId'));
 }
 
 export function optionalFlag(input: CommandInput, flag: string): string | undefined {
@@ -80,7 +94,7 @@ export function workspaceListCommand<Item>(
     synopsis: '--workspace <workspaceId> [--json]',
     flags: ['workspace'],
     positionals: [],
-    parse: (input) => ({ workspaceId: requiredFlag(input, 'workspace', 'workspaceId') }),
+    parse: (input) => ({ workspaceId: workspaceFlag(input) }),
     async execute(container, args, out, json) {
       const items = await list(container, args);
       if (json) return writeJson(out, items);

@@ -9,7 +9,7 @@ import type { Container } from '../../container.js';
 import { isUuid } from '../../lib/ids.js';
 import { requeueFailedDelivery } from '../../modules/deliveries/delivery.repository.js';
 import { CommandError } from '../errors.js';
-import { writeJson, type AdminCommand } from './command.js';
+import { idArgument, writeJson, type AdminCommand } from './command.js';
 import { auditAdminChange } from './admin-audit.js';
 
 export interface DeliveryRetried {
@@ -53,7 +53,7 @@ const retry: AdminCommand<{ deliveryId: string }> = {
   synopsis: '<deliveryId> [--json]',
   flags: [],
   positionals: ['deliveryId'],
-  parse: (input) => ({ deliveryId: input.positionals[0] }),
+  parse: (input) => ({ deliveryId: idArgument(input.positionals[0]) }),
   async execute(container, args, out, json) {
     const result = await deliveryRetry(container, args);
     if (json) return writeJson(out, result);

@@ -7,7 +7,7 @@ import { isUuid } from '../../lib/ids.js';
 import { issueKey, listKeys, revokeKey, type IssuedKey } from '../../modules/tenancy/tenancy.repository.js';
 import { SCOPES, isScope } from '../../auth/scopes.js';
 import { CommandError, UsageError } from '../errors.js';
-import { checkName, optionalFlag, requireWorkspace, requiredFlag, workspaceListCommand, writeJson, type AdminCommand } from './command.js';
+import { checkName, idArgument, optionalFlag, requireWorkspace, requiredFlag, workspaceFlag, workspaceListCommand, writeJson, type AdminCommand } from './command.js';
 import { auditAdminChange } from './admin-audit.js';
 
 export interface KeyCreateArgs {
@@ -97,7 +97,7 @@ const create: AdminCommand<KeyCreateArgs> = {
   parse(input) {
     const scopes = optionalFlag(input, 'scopes');
     return {
-      workspaceId: requiredFlag(input, 'workspace', 'workspaceId'),
+      workspaceId: workspaceFlag(input),
       name: checkName('--name', requiredFlag(input, 'name', 'key name')),
       ...(scopes === undefined ? {} : { scopes: checkScopes(parseScopeList(scopes)) }),
     };
@@ -120,7 +120,7 @@ const revoke: AdminCommand<{ keyId: string }> = {
   synopsis: '<keyId> [--json]',
   flags: [],
   positionals: ['keyId'],
-  parse: (input) => ({ keyId: input.positionals[0] }),
+  parse: (input) => ({ keyId: idArgument(input.positionals[0]) }),
   async execute(container, args, out, json) {
     const result = await keyRevoke(container, args);
     if (json) return writeJson(out, result);

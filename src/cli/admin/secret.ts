@@ -10,7 +10,7 @@ import { createSecretBox } from '../../lib/secret-box.js';
 import { SECRET_NAME } from '../../modules/secrets/secret-refs.js';
 import { deleteSecret, listSecrets, setSecret, type SecretListing } from '../../modules/secrets/secret.repository.js';
 import { CommandError, UsageError } from '../errors.js';
-import { requireWorkspace, requiredFlag, workspaceListCommand, writeJson, type AdminCommand } from './command.js';
+import { requireWorkspace, workspaceFlag, workspaceListCommand, writeJson, type AdminCommand } from './command.js';
 import { auditAdminChange } from './admin-audit.js';
 
 /** Longest value taken: a token or a password, not a document. */
@@ -98,7 +98,7 @@ async function readStandardInput(): Promise<string> {
 }
 
 const parseNamed = (input: { values: Record<string, string | undefined>; positionals: string[] }): SecretArgs => ({
-  workspaceId: requiredFlag(input, 'workspace', 'workspaceId'),
+  workspaceId: workspaceFlag(input),
   name: checkSecretName(input.positionals[0]),
 });
 

@@ -10,7 +10,7 @@ import { isUuid } from '../../lib/ids.js';
 import { createSecretBox } from '../../lib/secret-box.js';
 import { rotateSecret } from '../../modules/webhooks/webhook-secrets.js';
 import { CommandError, UsageError } from '../errors.js';
-import { optionalFlag, writeJson, type AdminCommand } from './command.js';
+import { idArgument, optionalFlag, writeJson, type AdminCommand } from './command.js';
 import { auditAdminChange } from './admin-audit.js';
 
 export const DEFAULT_OVERLAP = 'PT24H';
@@ -71,7 +71,7 @@ const rotate: AdminCommand<WebhookRotateArgs> = {
   flags: ['overlap'],
   positionals: ['webhookId'],
   parse: (input) => ({
-    webhookId: input.positionals[0],
+    webhookId: idArgument(input.positionals[0]),
     overlapMs: parseOverlap(optionalFlag(input, 'overlap') ?? DEFAULT_OVERLAP),
   }),
   async execute(container, args, out, json) {

@@ -1,6 +1,21 @@
 import Ajv from 'ajv';
 import addFormats from 'ajv-formats';
 import type { FastifyInstance } from 'fastify';
+import type { DataValidationCxt } from 'ajv/dist/types/index.js';
+
+/**
+ * `x-lowercase: true` on a string schema turns the value to lower case as it is validated, in
+ * paths, query strings and bodies alike. Ids are UUIDs, made, stored and answered in lower case;
+ * the same UUID in upper case is the same id (RFC 9562 §4), and systems that keep ids that way
+ * (SQL Server's uniqueidentifier, for one) send them so. Without it such an id was a 404, or an
+ * empty list for a filter. See schemas/common.ts `Uuid`.
+ */
+function lowerCaseKeyword(on: boolean, data: unknown, _schema?: unknown, context?: DataValidationCxt): boolean {
+  if (on && typeof data === 'string' && context !== undefined) {
+    (context.parentData as Record<string | number, unknown>)[context.parentDataProperty] = data.toLowerCase();
+  }
+  return true;
+}
 
 /**
  * Two validators: bodies are checked exactly as sent (no type coercion, unknown fields are
@@ -11,7 +26,10 @@ export function useStrictValidation(app: FastifyInstance): void {
   const common = { allErrors: false, strict: false, useDefaults: true, removeAdditional: false as const };
   const bodyAjv = addFormats.default(new Ajv.default({ ...common, coerceTypes: false }));
   const textAjv = addFormats.default(new Ajv.default({ ...common, coerceTypes: 'array' as const }));
-  for (const ajv of [bodyAjv, textAjv]) ajv.addKeyword({ keyword: 'x-examples' });
+  for (const ajv of [bodyAjv, textAjv]) {
+    ajv.addKeyword({ keyword: 'x-examples' });
+    ajv.addKeyword({ keyword: 'x-lowercase', type: 'string', schemaType: 'boolean', modifying: true, validate: lowerCaseKeyword });
+  }
 
   app.setValidatorCompiler(({ schema, httpPart }) =>
     httpPart === 'body' ? bodyAjv.compile(schema) : textAjv.compile(schema),

@@ -10,7 +10,8 @@ export const ErrorBody = Type.Object(
   { $id: 'Error', description: 'Every error response' },
 );
 
-export const Uuid = Type.String({ format: 'uuid', description: 'UUID' });
+/** Taken in either case, answered in lower case (plugins/validation.ts `x-lowercase`). */
+export const Uuid = Type.String({ format: 'uuid', description: 'UUID', 'x-lowercase': true });
 export const Timestamp = Type.String({ format: 'date-time', description: 'ISO 8601 UTC with milliseconds' });
 export const Nullable = <T extends TSchema>(schema: T) => Type.Union([schema, Type.Null()]);
 

@@ -30,7 +30,9 @@ export interface DeliveryEndpoint {
  */
 export async function findDeliveryEndpoint(db: DbOrTx, webhookId: string): Promise<DeliveryEndpoint | undefined> {
   if (!isUuid(webhookId)) return undefined;
-  const rows = await selectEndpointRows(db, webhookId);
+  // Read before the route's validation, which lower-cases ids everywhere else (an EHR may
+  // keep the endpoint's URL with its id in upper case).
+  const rows = await selectEndpointRows(db, webhookId.toLowerCase());
   const [row] = rows;
   if (!row) return undefined;
   const secrets: SecretRow[] = [];
