@@ -171,9 +171,39 @@ describeEachStore('webhook endpoints', (env) => {
       expect(res.json().error).toContain(message);
     }
     expect((await ws.call('GET', '/v1/webhooks')).json()).toEqual([]);
-    const unknownParameter = await ws.call('GET', '/v1/webhooks?limit=10');
+    const unknownParameter = await ws.call('GET', '/v1/webhooks?sort=name');
     expect(unknownParameter.statusCode).toBe(400);
-    expect(unknownParameter.json().error).toContain('"limit"');
+    expect(unknownParameter.json().error).toContain('"sort"');
+    for (const query of ['limit=0', 'limit=101', 'limit=ten']) {
+      expect((await ws.call('GET', `/v1/webhooks?${query}`)).json()).toMatchObject({ code: 'invalid_request' });
+    }
+    expect((await ws.call('GET', '/v1/webhooks?cursor=garbage')).json()).toMatchObject({ code: 'invalid_cursor' });
+  });
+
+  it('lists every endpoint as a bare array, or pages with limit and a Link to the next page', async () => {
+    const ws = await env.workspace();
+    const made: string[] = [];
+    for (let i = 0; i < 5; i++) made.push((await createWebhook(ws, { name: `Feed ${i}` })).webhookId);
+    const newestFirst = [...made].reverse();
+    const all = await ws.call('GET', '/v1/webhooks');
+    expect(all.json().map((view: { webhookId: string }) => view.webhookId)).toEqual(newestFirst);
+    expect(all.headers.link).toBeUndefined();
+
+    const seen: string[] = [];
+    let url: string | null = '/v1/webhooks?limit=2';
+    while (url) {
+      const page = await ws.call('GET', url);
+      expect(page.statusCode, page.body).toBe(200);
+      expect(page.json().length).toBeLessThanOrEqual(2);
+      seen.push(...page.json().map((view: { webhookId: string }) => view.webhookId));
+      const link = page.headers.link as string | undefined;
+      const next = link ? /^<([^>]+)>; rel="next"$/.exec(link) : null;
+      if (next) expect(next[1]).toMatch(/^http:\/\/[^/]+\/v1\/webhooks\?limit=2&cursor=/);
+      url = next ? new URL(next[1]).pathname + new URL(next[1]).search : null;
+      // A page is inserted before while the walk goes on: nothing shifts.
+      if (seen.length === 2) await createWebhook(ws, { name: 'Late' });
+    }
+    expect(seen).toEqual(newestFirst);
   });
 
   it('keeps workspaces apart and needs the webhook scopes', async () => {

@@ -1,7 +1,8 @@
 import { Type } from '@sinclair/typebox';
 import type { Api } from '../types.js';
 import type { Container } from '../../container.js';
-import { IdParams, commonErrors } from '../schemas/common.js';
+import { CursorParam, IdParams, commonErrors } from '../schemas/common.js';
+import { decodeCursor, encodeCursor } from '../../lib/cursor.js';
 import {
   CreateWebhookBody,
   CreatedWebhook,
@@ -14,6 +15,15 @@ import { createSecretBox } from '../../lib/secret-box.js';
 import { notFound } from '../../lib/errors.js';
 
 const WebhookParams = IdParams('webhookId');
+
+/** `limit` has no default here: without it the bare array holds every endpoint, as it always did. */
+const ListWebhooksQuery = Type.Object(
+  {
+    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100 })),
+    cursor: Type.Optional(CursorParam),
+  },
+  { additionalProperties: false },
+);
 
 /**
  * Managing webhook endpoints (API key, webhooks:read / webhooks:write). Deliveries to an
@@ -51,12 +61,27 @@ export function registerWebhookRoutes(api: Api, container: Container): void {
         tags,
         operationId: 'listWebhooks',
         summary: 'List webhook endpoints, newest first (no secrets)',
-        // The spec's list is a bare array without paging: it takes no parameters, and refuses unknown ones.
-        querystring: Type.Object({}, { additionalProperties: false }),
-        response: { 200: Type.Array(WebhookView), ...commonErrors },
+        description:
+          'A bare array (the spec says so). Without `limit` it holds every endpoint. With `limit`, a page: when more ' +
+          'follow, the answer carries `Link: </v1/webhooks?limit=…&cursor=…>; rel="next"` (RFC 8288), the URL of the next page.',
+        querystring: ListWebhooksQuery,
+        response: {
+          200: Type.Array(WebhookView),
+          ...commonErrors,
+        },
       },
     },
-    async (request) => (await listWebhooks(container.db, request.ctx.workspaceId)).map((row) => toWebhookView(row, publicUrl)),
+    async (request, reply) => {
+      const { limit, cursor } = request.query;
+      const afterId = cursor === undefined ? undefined : decodeCursor(cursor);
+      const rows = await listWebhooks(container.db, request.ctx.workspaceId, { afterId, ...(limit !== undefined ? { limit: limit + 1 } : {}) });
+      const page = limit !== undefined ? rows.slice(0, limit) : rows;
+      if (limit !== undefined && rows.length > limit) {
+        const next = `${publicUrl}/v1/webhooks?limit=${limit}&cursor=${encodeCursor(page[page.length - 1].id)}`;
+        reply.header('Link', `<${next}>; rel="next"`);
+      }
+      return page.map((row) => toWebhookView(row, publicUrl));
+    },
   );
 
   api.get(

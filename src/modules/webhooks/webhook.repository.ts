@@ -47,13 +47,18 @@ export async function updateWebhook(db: DbOrTx, webhookId: string, changes: Part
   await db.updateTable('webhooks').set(changes).where('id', '=', webhookId).execute();
 }
 
-/** Every live endpoint of the workspace, newest first (the spec's list is a bare array, unpaged). */
-export async function listWebhooks(db: DbOrTx, workspaceId: string): Promise<WebhookRow[]> {
-  return db
-    .selectFrom('webhooks')
-    .selectAll()
-    .where('workspace_id', '=', workspaceId)
-    .where('deleted_at', 'is', null)
-    .orderBy('id', 'desc')
-    .execute();
+/**
+ * Live endpoints of the workspace, newest first: every one, or with `limit` a page of them after
+ * the endpoint `afterId` names. The spec's list is a bare array; paging is the generic list
+ * parameters' (the route says where the next page starts).
+ */
+export async function listWebhooks(
+  db: DbOrTx,
+  workspaceId: string,
+  page: { limit?: number; afterId?: string } = {},
+): Promise<WebhookRow[]> {
+  let query = db.selectFrom('webhooks').selectAll().where('workspace_id', '=', workspaceId).where('deleted_at', 'is', null);
+  if (page.afterId !== undefined) query = query.where('id', '<', page.afterId);
+  if (page.limit !== undefined) query = query.limit(page.limit);
+  return query.orderBy('id', 'desc').execute();
 }
