@@ -41,7 +41,13 @@ const OPERATIONS = [
 ];
 
 type Schema = { type?: string; additionalProperties?: boolean; required?: string[]; properties?: Record<string, unknown> };
-type Operation = { operationId?: string; requestBody?: { content: Record<string, { schema: Schema }> }; responses: Record<string, { content?: Record<string, { schema: Schema }> }> };
+type Operation = {
+  operationId?: string;
+  parameters?: { name?: string; in?: string; $ref?: string }[];
+  requestBody?: { content: Record<string, { schema: Schema }> };
+  responses: Record<string, { content?: Record<string, { schema: Schema }>; headers?: Record<string, unknown> }>;
+};
+type Document = { paths: Record<string, Record<string, Operation>>; components: { headers: Record<string, unknown>; parameters: Record<string, { name: string }> } };
 
 describeEachStore('GET /v1/openapi.json and /docs', (env) => {
   it('documents every operation, without a key, and none of the operational routes', async () => {
@@ -82,6 +88,43 @@ describeEachStore('GET /v1/openapi.json and /docs', (env) => {
     // And the answer has the documented shape.
     const answer = create.responses['201'].content!['application/json'].schema;
     expect(Object.keys(accepted.json()).sort()).toEqual(Object.keys(answer.properties!).sort());
+  });
+
+  it('documents the headers every answer carries, and the ones the answers really send', async () => {
+    const doc = (await env.app.inject({ method: 'GET', url: '/v1/openapi.json' })).json() as Document;
+    expect(doc.components.parameters.RequestId.name).toBe('X-Request-Id');
+    for (const [path, methods] of Object.entries(doc.paths)) {
+      for (const [method, operation] of Object.entries(methods)) {
+        const where = `${method.toUpperCase()} ${path}`;
+        expect(operation.parameters, where).toContainEqual({ $ref: '#/components/parameters/RequestId' });
+        for (const [status, response] of Object.entries(operation.responses)) {
+          expect(Object.keys(response.headers ?? {}), `${where} ${status}`).toContain('X-Request-Id');
+          if (status === '429') expect(Object.keys(response.headers ?? {}), where).toContain('Retry-After');
+        }
+        if (operation.requestBody) expect(Object.keys(operation.responses), where).toEqual(expect.arrayContaining(['413', '415']));
+      }
+    }
+    const fire = doc.paths['/v1/triggers/{triggerId}'].post;
+    expect(Object.keys(fire.responses['200'].headers!)).toEqual(expect.arrayContaining(['RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset', 'Idempotent-Replayed']));
+    expect(fire.responses['201'].content!['application/json'].schema.properties!.automationStatus).toMatchObject({ enum: expect.arrayContaining(['scheduled', 'queued']) });
+    const deliver = doc.paths['/v1/webhooks/{webhookId}'].post;
+    expect(deliver.parameters!.map((parameter) => parameter.name)).toEqual(expect.arrayContaining(['X-Service-Signature', 'Idempotency-Key']));
+    expect(Object.keys(deliver.requestBody!.content)).toEqual(['application/json', 'application/fhir+json']);
+
+    // What the document says, a real answer sends.
+    const ws = await env.workspace();
+    const blueprint = await ws.importBlueprint({ name: 'Documented', nodes: [{ id: 'start', kind: 'start' }, { id: 'done', kind: 'end' }], links: [{ from: 'start', to: 'done' }] });
+    const trigger = (await ws.call('POST', '/v1/triggers', { body: { name: 'T', sourceId: blueprint.id, type: 'web' } })).json();
+    const fired = await ws.call('POST', `/v1/triggers/${trigger.triggerId}`, { body: {}, headers: { 'idempotency-key': 'documented-1', 'x-request-id': 'mine-1' } });
+    const replayed = await ws.call('POST', `/v1/triggers/${trigger.triggerId}`, { body: {}, headers: { 'idempotency-key': 'documented-1' } });
+    expect(fired.headers['x-request-id']).toBe('mine-1');
+    for (const header of ['ratelimit-limit', 'ratelimit-remaining', 'ratelimit-reset']) expect(fired.headers[header], header).toMatch(/^\d+$/);
+    expect(replayed.statusCode).toBe(200);
+    expect(replayed.headers['idempotent-replayed']).toBe('true');
+    const tooBig = await ws.call('POST', '/v1/queries', { payload: JSON.stringify({ name: 'x'.repeat(2 * 1024 * 1024) }), headers: { 'content-type': 'application/json' } });
+    expect(tooBig.statusCode).toBe(413);
+    const notJson = await ws.call('POST', '/v1/queries', { payload: 'name=x', headers: { 'content-type': 'application/x-www-form-urlencoded' } });
+    expect(notJson.statusCode).toBe(415);
   });
 
   it('serves the browsable documentation at /docs without a key', async () => {

@@ -2,6 +2,7 @@ import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import type { FastifyInstance } from 'fastify';
 import { ErrorBody } from '../schemas/common.js';
+import { documentCommonHeaders } from './openapi-headers.js';
 
 /**
  * The OpenAPI 3.1 document is generated from the very schemas that validate requests and
@@ -25,6 +26,8 @@ export async function registerOpenApi(app: FastifyInstance, publicUrl: string): 
       },
       security: [{ apiKey: [] }],
     },
+    // The document is OpenAPI (not Swagger 2), so `openapiObject` is the one given.
+    transformObject: (document) => documentCommonHeaders('openapiObject' in document ? document.openapiObject : {}),
   });
   await app.register(swaggerUi, { routePrefix: '/docs' });
   app.get('/v1/openapi.json', { schema: { hide: true } }, async () => app.swagger());

@@ -1,10 +1,9 @@
 import { Type } from '@sinclair/typebox';
 import type { Api } from '../types.js';
 import type { Container } from '../../container.js';
-import { IdParams, ListEnvelope, commonErrors, ErrorBody, Uuid, Timestamp, Nullable, PageLimit, CursorParam, EmptyBody, noBodyIsEmpty } from '../schemas/common.js';
+import { IdParams, ListEnvelope, commonErrors, ErrorBody, Uuid, Timestamp, Nullable, PageLimit, CursorParam, EmptyBody, noBodyIsEmpty, AutomationStatus } from '../schemas/common.js';
 import { findRun, listRuns } from '../../modules/runs/run.repository.js';
 import { notFound } from '../../lib/errors.js';
-import { RUN_STATUSES } from '../../engine/run-status.js';
 import { applyRunAction, type RunAction } from '../../engine/run-actions.js';
 
 export const RunSchema = Type.Object({
@@ -12,7 +11,7 @@ export const RunSchema = Type.Object({
   sourceId: Uuid,
   triggerId: Uuid,
   idempotencyKey: Nullable(Type.String()),
-  automationStatus: Type.Union(RUN_STATUSES.map((status) => Type.Literal(status))),
+  automationStatus: AutomationStatus,
   createdAt: Timestamp,
   updatedAt: Timestamp,
   error: Nullable(Type.Object({ message: Type.String(), nodeId: Type.String() })),
@@ -22,7 +21,7 @@ const ListRunsQuery = Type.Object(
   {
     triggerId: Type.Optional(Uuid),
     idempotencyKey: Type.Optional(Type.String({ minLength: 1, maxLength: 255 })),
-    status: Type.Optional(Type.Union(RUN_STATUSES.map((status) => Type.Literal(status)))),
+    status: Type.Optional(AutomationStatus),
     limit: Type.Optional(PageLimit),
     cursor: Type.Optional(CursorParam),
   },

@@ -1,7 +1,7 @@
 import { Type } from '@sinclair/typebox';
 import type { Api } from '../types.js';
 import type { Container } from '../../container.js';
-import { IdParams, ListEnvelope, commonErrors, ErrorBody, Uuid, Timestamp, Nullable } from '../schemas/common.js';
+import { IdParams, ListEnvelope, commonErrors, ErrorBody, Uuid, Timestamp, Nullable, AutomationStatus } from '../schemas/common.js';
 import {
   CreateTriggerBody,
   FireBody,
@@ -24,14 +24,14 @@ const CreatedRun = Type.Object({
   sourceId: Uuid,
   triggerId: Uuid,
   idempotencyKey: Nullable(Type.String()),
-  automationStatus: Type.String(),
+  automationStatus: AutomationStatus,
   createdAt: Timestamp,
 });
 
 const TriggerStatus = Type.Object({
   ...Object.fromEntries(RUN_STATUSES.map((status) => [status, Type.Integer()])),
   recentRuns: Type.Array(
-    Type.Object({ runId: Uuid, name: Type.String(), automationStatus: Type.String(), createdAt: Timestamp }),
+    Type.Object({ runId: Uuid, name: Type.String(), automationStatus: AutomationStatus, createdAt: Timestamp }),
   ),
 });
 

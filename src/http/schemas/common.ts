@@ -1,4 +1,5 @@
 import { Type, type TSchema } from '@sinclair/typebox';
+import { RUN_STATUSES, type RunStatus } from '../../engine/run-status.js';
 
 /** Shapes every route shares; each route's own schemas live beside its route file. */
 export const ErrorBody = Type.Object(
@@ -13,6 +14,12 @@ export const ErrorBody = Type.Object(
 /** Taken in either case, answered in lower case (plugins/validation.ts `x-lowercase`). */
 export const Uuid = Type.String({ format: 'uuid', description: 'UUID', 'x-lowercase': true });
 export const Timestamp = Type.String({ format: 'date-time', description: 'ISO 8601 UTC with milliseconds' });
+/**
+ * A run's automation status (spec: AutomationStatus), one schema wherever a run is shown: one
+ * `enum`, which generated clients turn into an enumeration (a union of literals reads as eight
+ * one-value schemas).
+ */
+export const AutomationStatus = Type.Unsafe<RunStatus>({ type: 'string', enum: [...RUN_STATUSES], description: 'AutomationStatus' });
 export const Nullable = <T extends TSchema>(schema: T) => Type.Union([schema, Type.Null()]);
 
 export const IdParams = (name: string) => Type.Object({ [name]: Uuid }, { additionalProperties: false });

@@ -1,7 +1,7 @@
 import type { DbOrTx } from '../../storage/database.js';
 import { newestFirstPage, type Page } from '../../lib/cursor.js';
 import { RUN_VIEW_COLUMNS, toRunView, type RunView } from './run.view.js';
-import { RUN_STATUSES } from '../../engine/run-status.js';
+import { RUN_STATUSES, type RunStatus } from '../../engine/run-status.js';
 
 export async function findRun(db: DbOrTx, workspaceId: string, runId: string): Promise<RunView | null> {
   const row = await db
@@ -32,7 +32,7 @@ export async function listRuns(db: DbOrTx, workspaceId: string, query: RunListQu
 
 export interface TriggerRunStatus {
   counts: Record<string, number>;
-  recentRuns: { runId: string; name: string; automationStatus: string; createdAt: string }[];
+  recentRuns: { runId: string; name: string; automationStatus: RunStatus; createdAt: string }[];
 }
 
 /** All eight counts (zero included) and the ten newest runs of a trigger. */
@@ -59,7 +59,7 @@ export async function triggerRunStatus(db: DbOrTx, workspaceId: string, triggerI
     recentRuns: recent.map((row) => ({
       runId: row.id,
       name: row.name,
-      automationStatus: row.automation_status,
+      automationStatus: row.automation_status as RunStatus,
       createdAt: row.created_at,
     })),
   };

@@ -1,0 +1,114 @@
+/**
+ * What the route schemas cannot say, added to the generated OpenAPI document: the headers every
+ * answer carries (DESIGN §2: the request id, the rate limit), the ones some carry (Retry-After,
+ * Idempotent-Replayed), the 413 and 415 of every JSON body, and the signed delivery's request
+ * (its headers and body are read raw, so no body schema validates them).
+ *
+ * Written once here rather than on each route: these follow from plugins (request-id.ts,
+ * authenticate.ts, json-body.ts) that apply to every route alike. A generated client then knows
+ * them, and test/integration/openapi.test.ts checks the document against real answers.
+ */
+import { ErrorBody } from '../schemas/common.js';
+
+type Json = Record<string, unknown>;
+interface Operation {
+  operationId?: string;
+  security?: unknown[];
+  parameters?: Json[];
+  requestBody?: Json;
+  responses?: Record<string, Json & { headers?: Json }>;
+}
+interface Document {
+  paths?: Record<string, Record<string, Operation>>;
+  components?: Json & { headers?: Json; parameters?: Json };
+}
+
+const ref = (kind: 'headers' | 'parameters', name: string) => ({ $ref: `#/components/${kind}/${name}` });
+/** The error body's schema as plain JSON (as the generated answers inline it). */
+const ERROR_SCHEMA: Json = JSON.parse(JSON.stringify(ErrorBody));
+const errorResponse = (description: string) => ({ description, content: { 'application/json': { schema: ERROR_SCHEMA } } });
+
+const HEADERS: Json = {
+  RequestId: { description: 'The request id: the one sent when it was 1–128 printable ASCII characters, else a new UUID.', schema: { type: 'string' } },
+  RateLimitLimit: { description: 'Requests the key may make per window.', schema: { type: 'integer' } },
+  RateLimitRemaining: { description: 'Requests left in this window.', schema: { type: 'integer' } },
+  RateLimitReset: { description: 'Seconds until the budget is full again.', schema: { type: 'integer' } },
+  RetryAfter: { description: 'Seconds to wait before trying again.', schema: { type: 'integer' } },
+  IdempotentReplayed: { description: '`true` when the answer is the stored one of an earlier request with this Idempotency-Key.', schema: { type: 'string', enum: ['true'] } },
+};
+
+const PARAMETERS: Json = {
+  RequestId: {
+    name: 'X-Request-Id',
+    in: 'header',
+    required: false,
+    description: 'Your id for the call (1–128 printable ASCII characters), answered back and kept in the audit trail.',
+    schema: { type: 'string', maxLength: 128 },
+  },
+};
+
+const DELIVERY_PARAMETERS: Json[] = [
+  {
+    name: 'X-Service-Signature',
+    in: 'header',
+    required: false,
+    description: '`t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<raw body>">` (one or more v1); required unless the endpoint was created with `auth: "bearer"`.',
+    schema: { type: 'string' },
+  },
+  {
+    name: 'Idempotency-Key',
+    in: 'header',
+    required: false,
+    description: 'A replay with the same key and body answers the first 202 and processes nothing again; another body is 409.',
+    schema: { type: 'string', maxLength: 255 },
+  },
+];
+
+const DELIVERY_BODY = {
+  required: true,
+  description: 'A FHIR R4 Bundle of any type, a single resource, `{resourceType, bundle}`, or plain records; at most 20 MiB.',
+  content: Object.fromEntries(
+    ['application/json', 'application/fhir+json'].map((type) => [type, { schema: { type: 'object', additionalProperties: true } }]),
+  ),
+};
+
+/** Adds the headers and answers above to every operation of the document; answers the document. */
+export function documentCommonHeaders<T extends object>(generated: T): T {
+  const document = generated as Document;
+  document.components = { ...document.components };
+  document.components.headers = { ...document.components.headers, ...HEADERS };
+  document.components.parameters = { ...document.components.parameters, ...PARAMETERS };
+  for (const operations of Object.values(document.paths ?? {})) {
+    for (const operation of Object.values(operations)) documentOperation(operation);
+  }
+  return generated;
+}
+
+function documentOperation(operation: Operation): void {
+  const delivery = operation.operationId === 'deliverToWebhook';
+  const keyed = !(Array.isArray(operation.security) && operation.security.length === 0);
+  operation.parameters = [...(operation.parameters ?? []), ref('parameters', 'RequestId')];
+  if (delivery) {
+    operation.parameters.push(...DELIVERY_PARAMETERS);
+    operation.requestBody = DELIVERY_BODY;
+  }
+  const responses = (operation.responses ??= {});
+  if (operation.requestBody) {
+    responses['413'] ??= errorResponse('The body is larger than the route takes.');
+    responses['415'] ??= errorResponse('The body is not JSON.');
+  }
+  for (const [status, response] of Object.entries(responses)) {
+    const headers: Json = { ...response.headers, 'X-Request-Id': ref('headers', 'RequestId') };
+    // Rate limited per key (per endpoint for deliveries): every answer after the key or the endpoint is known.
+    if ((keyed && status !== '401') || (delivery && status !== '404')) {
+      headers['RateLimit-Limit'] = ref('headers', 'RateLimitLimit');
+      headers['RateLimit-Remaining'] = ref('headers', 'RateLimitRemaining');
+      headers['RateLimit-Reset'] = ref('headers', 'RateLimitReset');
+    }
+    if (status === '429' || status === '503') headers['Retry-After'] = ref('headers', 'RetryAfter');
+    if ((operation.operationId === 'fireTrigger' && status === '200') || (delivery && status === '202')) {
+      headers['Idempotent-Replayed'] = ref('headers', 'IdempotentReplayed');
+    }
+    response.headers = headers;
+  }
+}
