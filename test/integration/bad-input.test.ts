@@ -301,6 +301,30 @@ describeEachStore('bad input on every management route', (env) => {
     expect(await stateOf(ws, f)).toEqual(before);
   });
 
+  it('refuses bodies nested deeper than 100 levels with 400 (they overflowed the stack: 500); writes nothing', async () => {
+    const ws = await env.workspace();
+    const f = await fixture(ws);
+    const before = await stateOf(ws, f);
+    const nested = (depth: number) => `${'{"a":'.repeat(depth)}1${'}'.repeat(depth)}`;
+    for (const route of BODY_ROUTES) {
+      const valid = JSON.stringify(route.valid(f)).slice(1, -1);
+      for (const deep of [nested(4_300), `[${nested(150)}]`]) {
+        const res = await ws.call(route.method, route.path(f), { payload: `{${valid}, "deep": ${deep}}`, headers: { 'content-type': 'application/json' } });
+        expectError(res, 400, 'invalid_request', 'nests objects and arrays deeper than 100 levels');
+      }
+    }
+    // The fire's payload is free JSON: there the depth reached JSON.stringify (and the key's
+    // fingerprint), which overflowed.
+    for (const headers of [{ 'content-type': 'application/json' }, { 'content-type': 'application/json', 'idempotency-key': 'deep-1' }]) {
+      const res = await ws.call('POST', `/v1/triggers/${f.triggerId}`, { payload: `{"payload": ${nested(4_300)}}`, headers });
+      expectError(res, 400, 'invalid_request', 'deeper than 100 levels');
+    }
+    expect(await stateOf(ws, f)).toEqual(before);
+    // A payload as deep as a FHIR resource ever is fires as usual.
+    const fired = await ws.call('POST', `/v1/triggers/${f.triggerId}`, { payload: `{"payload": ${nested(98)}}`, headers: { 'content-type': 'application/json' } });
+    expect(fired.statusCode, fired.body).toBe(201);
+  });
+
   it('refuses __proto__ and constructor.prototype bodies without touching any prototype; writes nothing', async () => {
     const ws = await env.workspace();
     const f = await fixture(ws);

@@ -1,16 +1,22 @@
 import type { FastifyInstance } from 'fastify';
 import secureJson from 'secure-json-parse';
+import { MAX_JSON_DEPTH, jsonNestsDeeperThan } from '../../lib/json-depth.js';
+import { ApiError } from '../../lib/errors.js';
 
 /**
  * JSON is the only body the API takes (415 otherwise). An empty body reads as "no body", so
  * `POST /v1/runs/{id}/cancel` works with or without `Content-Type`; a body that tries
- * `__proto__` or `constructor.prototype` is refused (400), never merged into an object.
+ * `__proto__` or `constructor.prototype` is refused (400), never merged into an object, and so
+ * is one nested deeper than MAX_JSON_DEPTH (lib/json-depth.ts).
  */
 export function acceptJsonOnly(app: FastifyInstance): void {
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (_request, text, done) => {
     const body = text as string;
     if (body.trim() === '') return done(null, undefined);
+    if (jsonNestsDeeperThan(body)) {
+      return done(new ApiError('invalid_request', `request body nests objects and arrays deeper than ${MAX_JSON_DEPTH} levels`), undefined);
+    }
     try {
       done(null, secureJson.parse(body, undefined, { protoAction: 'error', constructorAction: 'error' }));
     } catch (error) {
