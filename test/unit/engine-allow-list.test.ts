@@ -15,6 +15,8 @@ describe('http allow-list', () => {
     '0.0.0.0', '192.0.2.1', '198.18.0.1', '224.0.0.1', '255.255.255.255',
     '::1', '::', 'fe80::1', 'fc00::1', 'fd12:3456::1', 'ff02::1', '2001:db8::1', '2002:0a00:0001::1',
     '::ffff:127.0.0.1', '::ffff:7f00:1', '64:ff9b::10.0.0.1',
+    // IPv4 wrapped the older ways (URLs write [::127.0.0.1] as ::7f00:1, [::ffff:0:127.0.0.1] as ::ffff:0:7f00:1).
+    '::7f00:1', '::a00:1', '::ffff:0:7f00:1', '::ffff:0:a9fe:a9fe',
   ])('refuses the non-public address %s', (address) => {
     expect(none.refusal('h', 80, address)).toMatch(/non-public/);
   });

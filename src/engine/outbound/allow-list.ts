@@ -28,8 +28,8 @@ const NON_PUBLIC_V4: [string, number][] = [
 ];
 
 const NON_PUBLIC_V6: [string, number][] = [
-  ['::', 128], // unspecified
-  ['::1', 128], // loopback
+  ['::', 96], // unspecified, loopback, and IPv4-compatible `::a.b.c.d` (deprecated: wraps any IPv4 address)
+  ['::ffff:0:0:0', 96], // SIIT `::ffff:0:a.b.c.d`: wraps any IPv4 address, translated where SIIT runs
   ['64:ff9b:1::', 48], // local-use NAT64
   ['100::', 64], // discard-only
   ['2001::', 23], // IETF protocol assignments (Teredo, ORCHID, …)
