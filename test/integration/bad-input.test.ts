@@ -315,7 +315,7 @@ describeEachStore('bad input on every management route', (env) => {
     }
     // The fire's payload is free JSON: there the depth reached JSON.stringify (and the key's
     // fingerprint), which overflowed.
-    for (const headers of [{ 'content-type': 'application/json' }, { 'content-type': 'application/json', 'idempotency-key': 'deep-1' }]) {
+    for (const headers of [{ 'content-type': 'application/json' }, { 'content-type': 'application/json', 'idempotency-key': 'deep-1' }] as Record<string, string>[]) {
       const res = await ws.call('POST', `/v1/triggers/${f.triggerId}`, { payload: `{"payload": ${nested(4_300)}}`, headers });
       expectError(res, 400, 'invalid_request', 'deeper than 100 levels');
     }

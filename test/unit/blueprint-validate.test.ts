@@ -591,6 +591,18 @@ describe('validateBlueprint: automations', () => {
       );
     });
 
+    it('sends a secret only to a host written in the blueprint: no placeholder before the path', () => {
+      const headers = { Authorization: 'Bearer ${secrets.LAB_TOKEN}' };
+      const refused = `${at}with.url: an http automation that sends a secret must name its host as written, with {{ }} placeholders only after it (in the path or query), so no run's data can choose where the secret goes`;
+      for (const url of ['http://{{ payload.partnerHost }}/results', 'https://lab.example{{ payload.suffix }}/r', 'https://lab.example:{{ payload.port }}/r', '{{ payload.url }}', 'https://{{ payload.a / 2 }}.example/r']) {
+        expectProblem(http({ url, headers }), refused);
+      }
+      expectValid(http({ url: 'https://lab.example/patients/{{ payload.id }}?since={{ vars.since }}', headers }));
+      expectValid(http({ url: 'https://lab.example:8443', headers }));
+      // Without a secret, data may choose the host (the allow-list still holds).
+      expectValid(http({ url: 'https://{{ payload.partnerHost }}/results' }));
+    });
+
     it('refuses secrets anywhere but in http headers', () => {
       expectProblem(http({ url: 'https://example.org/?key=${secrets.LAB_TOKEN}' }), `${at}with.url: secrets (\${secrets.NAME}) may be used in http headers only`);
       expectProblem(http({ body: { token: '${secrets.LAB_TOKEN}' } }), `${at}with.body.token: secrets (\${secrets.NAME}) may be used in http headers only`);

@@ -227,11 +227,15 @@ function checkPlaceholders(value: unknown, path: string, report: Report): void {
  * `${secrets.NAME}` (modules/secrets/secret-refs.ts) goes in an http automation's header values
  * only, with well-formed names, and such a header holds no placeholders: it is sent as written
  * with the values filled in, so no data can ever name a secret, and no secret can land in a
- * body, a URL or a variable that a run keeps and the API shows.
+ * body, a URL or a variable that a run keeps and the API shows. And the URL of an automation
+ * that sends a secret names its scheme, host and port as written: a placeholder there would let
+ * a fire's payload or a delivered resource choose where the secret goes.
  */
 function checkSecretMentions(type: AutomationType, withValue: WithObject, report: Report): void {
+  let sendsSecret = false;
   eachString(withValue, 'with', (text, path) => {
     if (!mentionsSecrets(text)) return;
+    sendsSecret = true;
     if (type !== 'http' || !/^with\.headers\.[^.[]+$/.test(path)) {
       report(`${path}: secrets (\${secrets.NAME}) may be used in http headers only`);
       return;
@@ -243,6 +247,12 @@ function checkSecretMentions(type: AutomationType, withValue: WithObject, report
     }
     if (findPlaceholders(text).length > 0) report(`${path}: a header that names a secret takes no {{ }} placeholders`);
   });
+  if (sendsSecret && type === 'http' && typeof withValue.url === 'string') {
+    const origin = /^https?:\/\/[^/?#]*/i.exec(withValue.url)?.[0] ?? '';
+    if (origin === '' || origin.includes('{{')) {
+      report('with.url: an http automation that sends a secret must name its host as written, with {{ }} placeholders only after it (in the path or query), so no run\'s data can choose where the secret goes');
+    }
+  }
 }
 
 function isObject(value: unknown): value is WithObject {
