@@ -1,8 +1,11 @@
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { describeEachStore } from '../helpers/test-env.js';
-import { chain, fire, getRun, getSteps, patient, testWorker, webTriggerFor } from '../helpers/engine-harness.js';
+import { chain, FAST_RETRIES, fire, getRun, getSteps, patient, testWorker, webTriggerFor } from '../helpers/engine-harness.js';
 import { LedgerServer } from '../helpers/ledger-server.js';
+import { capturedLogger } from '../helpers/log-capture.js';
 import { createAllowList } from '../../src/engine/outbound/allow-list.js';
+import { engineServices } from '../../src/engine/engine-services.js';
+import { RunWorker } from '../../src/engine/worker.js';
 
 const ledger = new LedgerServer();
 beforeAll(() => ledger.listen());
@@ -47,6 +50,26 @@ describeEachStore('engine: http automation', (env) => {
     expect(JSON.parse(sent[0].body)).toEqual({ patient: 'p-http', score: 4, note: 'score 4' });
     const [step] = await getSteps(ws, runId);
     expect(step).toMatchObject({ type: 'http', outcome: 'ok', output: { status: 201, body: { accepted: true, id: 7 } } });
+  });
+
+  it('logs why it tries again without the host or path, which placeholders may have filled from data', async () => {
+    const ws = await env.workspace();
+    const { triggerId } = await webTriggerFor(
+      ws,
+      chain('Unresolvable', [httpStep('lookup', { method: 'GET', url: 'http://{{payload.who}}.invalid/patients/{{payload.mrn}}' })]),
+    );
+    const runId = await fire(ws, triggerId, { who: 'jane-doe-hiv-positive', mrn: 'mrn-778812' });
+    const { logger, lines } = capturedLogger('info');
+    await new RunWorker({ ...engineServices(env.container, { backoff: FAST_RETRIES, timeoutMs: 2_000 }), logger }, { leaseMs: 5_000 }).drain();
+    const run = await getRun(ws, runId);
+    expect(run.automationStatus).toBe('errored');
+    // The run's own error names the host: it is read through the API, which keys and scopes guard.
+    expect(run.error.message).toContain('jane-doe-hiv-positive.invalid');
+    const retries = lines.filter((line) => line.msg === 'http automation will try again');
+    expect(retries).toHaveLength(FAST_RETRIES.attempts - 1);
+    for (const line of retries) expect(line.problem).toMatch(/^dns [A-Z_]+$/);
+    const logged = JSON.stringify(lines);
+    for (const data of ['jane-doe', 'mrn-778812']) expect(logged).not.toContain(data);
   });
 
   it('retries 5xx and 429 with the same key, then succeeds', async () => {

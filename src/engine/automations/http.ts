@@ -37,6 +37,8 @@ export const httpAutomation: AutomationHandler = {
     const { backoff } = services.outbound;
     const where = `${settings.method} ${url.origin}${url.pathname}`;
     let lastProblem = '';
+    // What the retry's log line says: never the host or path (placeholders may have filled them).
+    let lastKind = '';
     for (let attempt = 1; attempt <= backoff.attempts; attempt++) {
       let answer: OutboundAnswer | null = null;
       try {
@@ -48,21 +50,21 @@ export const httpAutomation: AutomationHandler = {
         );
       } catch (error) {
         if (error instanceof OutboundRefusedError) throw new StepFailure(`http ${where} refused: ${error.message}`);
-        if (isTransientStoreError(error)) lastProblem = 'could not read its secrets: the database did not answer';
-        else if (error instanceof OutboundNetworkError) lastProblem = error.message;
+        if (isTransientStoreError(error)) [lastProblem, lastKind] = ['could not read its secrets: the database did not answer', 'database'];
+        else if (error instanceof OutboundNetworkError) [lastProblem, lastKind] = [error.message, error.kind];
         else throw error;
       }
       if (answer && !answer.fromProxy && answer.status >= 200 && answer.status < 300) {
         return { outcome: 'ok', output: answerOutput(answer) };
       }
       if (answer && !isRetryableStatus(answer.status)) return failed(step, `http ${where} ${problemOf(answer, url)}`, answer, answerOutput);
-      if (answer) lastProblem = problemOf(answer, url);
+      if (answer) [lastProblem, lastKind] = [problemOf(answer, url), answer.fromProxy ? `proxy status ${answer.status}` : `status ${answer.status}`];
       if (attempt === backoff.attempts) {
         return failed(step, `http ${where} ${lastProblem} (after ${attempt} tries)`, answer, answerOutput);
       }
       const hinted = answer ? retryAfterMs(headerText(answer.headers['retry-after']), Date.now()) : null;
       const delay = hinted !== null ? Math.min(hinted, backoff.maxMs) : backoffDelay(attempt, backoff);
-      services.logger.warn({ runId: step.run.id, nodeId: step.nodeId, automationId: step.automation.id, attempt, problem: lastProblem }, 'http automation will try again');
+      services.logger.warn({ runId: step.run.id, nodeId: step.nodeId, automationId: step.automation.id, attempt, problem: lastKind }, 'http automation will try again');
       await new Promise((wake) => setTimeout(wake, delay));
     }
     throw new Error('unreachable: the loop returns on its last try');

@@ -45,7 +45,20 @@ export interface OutboundAnswer {
 export class OutboundRefusedError extends Error {}
 
 /** DNS, connection, TLS or timeout failure: worth another try. */
-export class OutboundNetworkError extends Error {}
+/**
+ * The call got no answer. `message` is for the run's step (it may name the host, which a
+ * placeholder may have filled from a payload); `kind` is for logs: no host, no data, only what
+ * went wrong (`dns ENOTFOUND`, `timeout`, `connect ECONNREFUSED`).
+ */
+export class OutboundNetworkError extends Error {
+  constructor(
+    message: string,
+    readonly kind: string,
+  ) {
+    super(message);
+    this.name = 'OutboundNetworkError';
+  }
+}
 
 export async function sendOutbound(request: OutboundRequest, allow: AllowList, proxy: OutboundProxy | null = null): Promise<OutboundAnswer> {
   const { url } = request;
@@ -86,8 +99,8 @@ async function resolve(host: string, proxied: boolean): Promise<LookupAddress[]>
     dnsLookup(host, { all: true, verbatim: true }, (error, addresses) => {
       // Through a proxy the name may resolve only there: the message says how to let it through.
       const hint = proxied ? ' (through the proxy, a host this process cannot resolve goes only when CAREPATH_HTTP_ALLOW names it)' : '';
-      if (error) fail(new OutboundNetworkError(`could not resolve ${host}: ${error.code ?? error.message}${hint}`));
-      else if (addresses.length === 0) fail(new OutboundNetworkError(`${host} has no address`));
+      if (error) fail(new OutboundNetworkError(`could not resolve ${host}: ${error.code ?? error.message}${hint}`, `dns ${error.code ?? 'error'}`));
+      else if (addresses.length === 0) fail(new OutboundNetworkError(`${host} has no address`, 'dns no address'));
       else done(addresses);
     });
   });
@@ -147,11 +160,11 @@ function exchange(request: OutboundRequest, target: { host: string; port: number
           size += chunk.length;
         });
         res.on('end', () => finish(() => done(answerOf(res, chunks, truncated))));
-        res.on('error', (error) => finish(() => fail(new OutboundNetworkError(`the answer broke off: ${error.message}`))));
+        res.on('error', (error) => finish(() => fail(new OutboundNetworkError(`the answer broke off: ${error.message}`, 'answer broke off'))));
       },
     );
     const deadline = setTimeout(() => {
-      finish(() => fail(new OutboundNetworkError(`no answer within ${request.timeoutMs} ms`)));
+      finish(() => fail(new OutboundNetworkError(`no answer within ${request.timeoutMs} ms`, 'timeout')));
       req.destroy();
       giveUp.abort();
     }, request.timeoutMs);
@@ -161,7 +174,7 @@ function exchange(request: OutboundRequest, target: { host: string; port: number
       if (typeof connect.statusCode === 'number' && connect.statusCode !== 200) refusedTunnel = true;
     });
     req.on('error', (error: NodeJS.ErrnoException) =>
-      finish(() => fail(new OutboundNetworkError(`request failed: ${error.code ?? error.message}`))),
+      finish(() => fail(new OutboundNetworkError(`request failed: ${error.code ?? error.message}`, `connect ${(error as NodeJS.ErrnoException).code ?? 'error'}`))),
     );
     if (request.body !== null) req.write(request.body);
     req.end();
