@@ -64,7 +64,7 @@ describeEachStore('engine: http automation', (env) => {
     const run = await getRun(ws, runId);
     expect(run.automationStatus).toBe('errored');
     // The run's own error names the host: it is read through the API, which keys and scopes guard.
-    expect(run.error.message).toContain('jane-doe-hiv-positive.invalid');
+    expect(run.error?.message).toContain('jane-doe-hiv-positive.invalid');
     const retries = lines.filter((line) => line.msg === 'http automation will try again');
     expect(retries).toHaveLength(FAST_RETRIES.attempts - 1);
     for (const line of retries) expect(line.problem).toMatch(/^dns [A-Z_]+$/);

@@ -101,4 +101,29 @@ describeEachStore('engine: steps and graph endpoints', (env) => {
     ]);
     expect((await other.call('GET', '/v1/audit-events?action=run.steps.read')).json().data).toEqual([]);
   });
+
+  it("audits each errored run answered, whose message may hold data; runs without an error stay unaudited", async () => {
+    const ws = await env.workspace();
+    const failing = await webTriggerFor(ws, chain('Escalate', [{ id: 'escalate', kind: 'action', automations: [{ id: 'stop-here', type: 'fail', with: { message: 'HbA1c {{payload.value}} for {{subject.extId}}' } }] }]));
+    const fine = await webTriggerFor(ws, blueprint);
+    const patientId = await patient(env, ws, 'mrn-778812');
+    const erroredRun = await fire(ws, failing.triggerId, { value: 11.2, subject: { reference: 'Patient/mrn-778812' } });
+    const waitingRun = await fire(ws, fine.triggerId, { subject: { reference: 'Patient/mrn-778812' } });
+    await testWorker(env).drain();
+    const reader = await ws.keyWith(['runs:read']);
+
+    const single = await ws.call('GET', `/v1/runs/${erroredRun}`, { key: reader.key, headers: { 'x-request-id': 'error-read-1' } });
+    expect(single.json().error).toEqual({ nodeId: 'escalate', message: 'HbA1c 11.2 for mrn-778812' });
+    expect((await ws.call('GET', `/v1/runs/${waitingRun}`, { key: reader.key })).json().error).toBeNull();
+    const listed = await ws.call('GET', '/v1/runs?limit=10', { key: reader.key, headers: { 'x-request-id': 'error-list-1' } });
+    expect(listed.json().data).toHaveLength(2);
+    expect((await ws.call('GET', `/v1/runs?status=running`, { key: reader.key })).json().data).toHaveLength(1);
+
+    const events = (await ws.call('GET', '/v1/audit-events?action=run.error.read')).json().data;
+    const shown = { action: 'run.error.read', keyId: reader.keyId, resourceType: 'run', resourceId: erroredRun, details: { subjectRecordId: patientId } };
+    expect(events).toEqual([
+      expect.objectContaining({ ...shown, requestId: 'error-list-1' }),
+      expect.objectContaining({ ...shown, requestId: 'error-read-1' }),
+    ]);
+  });
 });

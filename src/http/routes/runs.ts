@@ -5,6 +5,7 @@ import { IdParams, ListEnvelope, commonErrors, ErrorBody, Uuid, Timestamp, Nulla
 import { findRun, listRuns } from '../../modules/runs/run.repository.js';
 import { notFound } from '../../lib/errors.js';
 import { applyRunAction, type RunAction } from '../../engine/run-actions.js';
+import { auditErrorsShown } from '../../modules/runs/run-error-audit.js';
 
 export const RunSchema = Type.Object({
   runId: Uuid,
@@ -30,6 +31,9 @@ const ListRunsQuery = Type.Object(
 
 const RunParams = IdParams('runId');
 
+const ERROR_READ_NOTE =
+  "An errored run's `error.message` may hold health data (a fail automation's message with its placeholders filled): each errored run answered is audited as run.error.read.";
+
 const ACTION_SUMMARY: Record<RunAction, string> = {
   start: 'Start a queued run (it becomes scheduled)',
   pause: 'Pause a run between steps',
@@ -44,20 +48,32 @@ export function registerRunRoutes(api: Api, container: Container): void {
     '/v1/runs',
     {
       config: { scope: 'runs:read' },
-      schema: { tags, operationId: 'listRuns', summary: 'List runs, newest first', querystring: ListRunsQuery, response: { 200: ListEnvelope(RunSchema), ...commonErrors } },
+      schema: {
+        tags,
+        operationId: 'listRuns',
+        summary: 'List runs, newest first',
+        description: ERROR_READ_NOTE,
+        querystring: ListRunsQuery,
+        response: { 200: ListEnvelope(RunSchema), ...commonErrors },
+      },
     },
-    async (request) => listRuns(container.db, request.ctx.workspaceId, { ...request.query, limit: request.query.limit ?? 25 }),
+    async (request) => {
+      const page = await listRuns(container.db, request.ctx.workspaceId, { ...request.query, limit: request.query.limit ?? 25 });
+      await auditErrorsShown(container.db, request.ctx, container.clock.now().toISOString(), page.data);
+      return page;
+    },
   );
 
   api.get(
     '/v1/runs/:runId',
     {
       config: { scope: 'runs:read' },
-      schema: { tags, operationId: 'getRun', summary: 'Get a run', params: RunParams, response: { 200: RunSchema, ...commonErrors } },
+      schema: { tags, operationId: 'getRun', summary: 'Get a run', description: ERROR_READ_NOTE, params: RunParams, response: { 200: RunSchema, ...commonErrors } },
     },
     async (request) => {
       const run = await findRun(container.db, request.ctx.workspaceId, request.params.runId);
       if (!run) throw notFound('run');
+      await auditErrorsShown(container.db, request.ctx, container.clock.now().toISOString(), [run]);
       return run;
     },
   );

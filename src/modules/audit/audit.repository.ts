@@ -12,8 +12,9 @@ export type AuditAction =
   | 'run.pause'
   | 'run.resume'
   | 'search.execute'
-  // A read that hands out health data beyond search: a run's step timeline.
+  // Reads that hand out health data beyond search: a run's step timeline, an errored run's message.
   | 'run.steps.read'
+  | 'run.error.read'
   // Set-up changes through the API (setup-audit.ts) and admin commands (cli/admin):
   | `${'trigger' | 'query' | 'webhook'}.${'create' | 'update' | 'delete'}`
   | 'workspace.create'
