@@ -221,6 +221,17 @@ describeEachStore(
       const other = await createEndpoint(ws);
       expect((await deliver(env, other, undefined, { raw: body })).statusCode).toBe(202);
     });
+
+    it('keeps refused deliveries to a budget of their own: junk at the URL cannot keep the real sender out', async () => {
+      const ws = await env.workspace();
+      const endpoint = await createEndpoint(ws);
+      const junk = [];
+      for (let i = 0; i < 6; i++) junk.push((await deliver(env, endpoint, undefined, { raw: body, signature: 't=1,v1=00' })).statusCode);
+      expect(junk).toEqual([401, 401, 401, 429, 429, 429]);
+      const signed = await deliver(env, endpoint, undefined, { raw: body });
+      expect(signed.statusCode, signed.body).toBe(202);
+      expect(signed.headers['ratelimit-remaining']).toBe('2');
+    });
   },
   { env: { CAREPATH_RATE_LIMIT: '3/60s' } },
 );

@@ -99,8 +99,8 @@ function documentOperation(operation: Operation): void {
   }
   for (const [status, response] of Object.entries(responses)) {
     const headers: Json = { ...response.headers, 'X-Request-Id': ref('headers', 'RequestId') };
-    // Rate limited per key (per endpoint for deliveries): every answer after the key or the endpoint is known.
-    if ((keyed && status !== '401') || (delivery && status !== '404')) {
+    // Rate limited per key: every answer once the key is known. Deliveries: once the signature is checked.
+    if ((keyed && status !== '401') || (delivery && !['404', '413', '415'].includes(status))) {
       headers['RateLimit-Limit'] = ref('headers', 'RateLimitLimit');
       headers['RateLimit-Remaining'] = ref('headers', 'RateLimitRemaining');
       headers['RateLimit-Reset'] = ref('headers', 'RateLimitReset');

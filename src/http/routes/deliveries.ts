@@ -6,16 +6,22 @@
  * (or FHIR's `application/fhir+json`) is read as a Buffer (up to 20 MiB) and parsed only after
  * the signature checks out; any other content type is 415. The order of answers:
  *   404 unknown or deleted endpoint (checked first, before the body is read)
- *   429 the endpoint's rate limit (RateLimit-* headers on every answer)
  *   413 / 415 body too large / not JSON
- *   401 `invalid_signature` | `signature_expired`
+ *   401 `invalid_signature` | `signature_expired` (429 once the endpoint's budget for refused
+ *       deliveries is spent)
+ *   429 the endpoint's rate limit, for deliveries that proved the secret
  *   403 `webhook_inactive` (told only to a sender who proved the secret)
+ *
+ * Two budgets per endpoint (RateLimit-* headers from the one a request drew on): deliveries that
+ * prove the secret spend `webhook:<id>`, refused ones `webhook-refused:<id>`. With one budget
+ * spent before the signature was checked, anyone who knew an endpoint's URL could keep its real
+ * sender at 429 with junk (a security review: 7 of 10 signed deliveries refused during a flood).
  *   400 not JSON, or not an accepted body shape; bad Idempotency-Key
  *   409 `idempotency_mismatch`
  *   202 `{accepted, idempotencyKey}` once the delivery is stored
  */
 import { Type } from '@sinclair/typebox';
-import type { FastifyRequest } from 'fastify';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Api } from '../types.js';
 import type { Container } from '../../container.js';
 import { ErrorBody, IdParams, Nullable } from '../schemas/common.js';
@@ -48,15 +54,19 @@ export async function registerDeliveryRoutes(app: Api, container: Container): Pr
       scope.addContentTypeParser(type, { parseAs: 'buffer', bodyLimit: MAX_DELIVERY_BYTES }, (_request, body, done) => done(null, body));
     }
 
-    scope.addHook('onRequest', async (request, reply) => {
+    scope.addHook('onRequest', async (request) => {
       const { webhookId } = request.params as { webhookId?: string };
       const endpoint = webhookId === undefined ? undefined : await findDeliveryEndpoint(container.db, webhookId);
       if (!endpoint) throw notFound('webhook endpoint');
-      const decision = await container.rateLimiter.take(`webhook:${endpoint.id}`);
-      setRateLimitHeaders(reply, decision);
-      if (!decision.allowed) throw rateLimitedError(decision);
       endpoints.set(request, endpoint);
     });
+
+    /** Spends one from a budget of the endpoint; 429 once it is empty. */
+    const spend = async (reply: FastifyReply, bucket: string) => {
+      const decision = await container.rateLimiter.take(bucket);
+      setRateLimitHeaders(reply, decision);
+      if (!decision.allowed) throw rateLimitedError(decision);
+    };
 
     scope.post(
       '/v1/webhooks/:webhookId',
@@ -82,13 +92,19 @@ export async function registerDeliveryRoutes(app: Api, container: Container): Pr
         if (!endpoint) throw new ApiError('internal', 'webhook endpoint was not resolved');
         const rawBody = Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0);
         const now = container.clock.now();
-        await checkDeliveryCredentials(
-          { db: container.db, box },
-          endpoint,
-          { signature: request.headers[SIGNATURE_HEADER], authorization: request.headers.authorization },
-          rawBody,
-          now,
-        );
+        try {
+          await checkDeliveryCredentials(
+            { db: container.db, box },
+            endpoint,
+            { signature: request.headers[SIGNATURE_HEADER], authorization: request.headers.authorization },
+            rawBody,
+            now,
+          );
+        } catch (error) {
+          if (error instanceof ApiError && error.status === 401) await spend(reply, `webhook-refused:${endpoint.id}`);
+          throw error;
+        }
+        await spend(reply, `webhook:${endpoint.id}`);
         if (!endpoint.active) throw new ApiError('webhook_inactive', 'this webhook endpoint is inactive; activate it to receive deliveries');
         const result = await receiveDelivery(container.db, container.deliveryReader, endpoint, {
           rawBody,
