@@ -15,7 +15,6 @@ import { checkItems } from './check-items.js';
 import { parseDeliveryBody, resourcesByFullUrl, type DeliveryItem, type DeliveryItems, type DeliveryProblem, type FhirResource } from './delivery-body.js';
 import type { FhirValidator } from './fhir-validate.js';
 import { recordFromResource, subjectReferenceOf, type PlainRecord } from './records.js';
-import { MAX_JSON_DEPTH, jsonNestsDeeperThan } from '../lib/json-depth.js';
 
 /** One delivered FHIR resource (or deletion), as processing sees it. */
 export interface ResourceFacts {
@@ -45,13 +44,9 @@ export interface DeliveryDigest {
 
 const MAX_STATUS_LENGTH = 64;
 
-/**
- * The body as JSON; `__proto__` and `constructor.prototype` keys are refused, never merged, and
- * so is nesting beyond MAX_JSON_DEPTH (lib/json-depth.ts: it would overflow what walks it later).
- */
+/** The body as JSON; `__proto__` and `constructor.prototype` keys are refused, never merged. */
 function parseJsonBody(text: string): unknown {
   if (text.trim() === '') throw invalidRequest('delivery body is empty; send a JSON object');
-  if (jsonNestsDeeperThan(text)) throw invalidRequest(`delivery body nests objects and arrays deeper than ${MAX_JSON_DEPTH} levels`);
   try {
     return secureJson.parse(text, undefined, { protoAction: 'error', constructorAction: 'error' });
   } catch {

@@ -4,9 +4,10 @@
  * Why: parsing deep JSON is fine (V8's parser does not recurse), but what comes after does:
  * `JSON.stringify`, canonical JSON, schema validation and FHIRPath all walk a value
  * recursively, and a body of 50 KB nested 4,000 levels deep overflowed the stack there and was a
- * 500. A body is refused at the door instead (400), before anything walks it. No real FHIR
- * resource or run payload comes near the limit: a Bundle with contained resources and nested
- * extensions is a few dozen levels deep.
+ * 500. An API body is refused at the door instead (400), before anything walks it. No run
+ * payload comes near the limit: even a FHIR resource in one, with contained resources and
+ * nested extensions, is a few dozen levels deep. (Deliveries skip an entry nested too deeply to
+ * validate and process the rest: ingestion/check-items.ts.)
  */
 export const MAX_JSON_DEPTH = 100;
 
