@@ -11,6 +11,7 @@ import { demoNotice, seedDemoIfEmpty } from './demo-seed.js';
 import { startStoreSignals, type StoreSignals } from '../engine/store-signals.js';
 import { holdSqliteProcessLock } from '../storage/sqlite-process-lock.js';
 import { watchClockSkew } from '../storage/clock-skew.js';
+import { checkSecretKeyOpensStore } from '../modules/secrets/secret-key-check.js';
 
 export interface ServiceParts {
   http: boolean;
@@ -48,6 +49,15 @@ export async function runService(config: Config, parts: ServiceParts, print: (te
     lock?.release();
     throw error;
   });
+  // A process whose CAREPATH_SECRET_KEY cannot open the store's secrets stops here, with a
+  // sentence, instead of answering every signed delivery with 500.
+  try {
+    await checkSecretKeyOpensStore(container.db, config.secretKey);
+  } catch (error) {
+    await container.close();
+    lock?.release();
+    throw error;
+  }
   // On PostgreSQL, a machine whose clock is off is named in the log (at start and every minute).
   const stopClockWatch = watchClockSkew(container.db, container.logger);
   let server: RunningServer | null = null;

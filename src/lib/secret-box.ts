@@ -23,6 +23,8 @@ export interface SecretBox {
 }
 
 export class SecretBoxError extends Error {
+  /** Its messages are this file's own sentences (a wrong key, a damaged row): logs may keep them. */
+  readonly loggable = true;
   constructor(message: string) {
     super(message);
     this.name = 'SecretBoxError';

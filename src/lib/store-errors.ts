@@ -60,9 +60,14 @@ export function loggableError(error: unknown, options: { frames?: boolean } = {}
   return {
     type,
     ...(typeof code === 'string' || typeof code === 'number' ? { code: String(code) } : {}),
-    ...(isTransientStoreError(error) || isStoreFullError(error) ? { message: (error as Error).message } : {}),
+    ...(isTransientStoreError(error) || isStoreFullError(error) || saysNoData(error) ? { message: (error as Error).message } : {}),
     ...(frames.length > 0 ? { frames } : {}),
   };
+}
+
+/** An error whose messages are fixed sentences of the service's own, never data (`loggable = true`). */
+function saysNoData(error: unknown): boolean {
+  return error instanceof Error && (error as { loggable?: unknown }).loggable === true;
 }
 
 /**

@@ -75,6 +75,30 @@ describe('the carepath process [sqlite]', () => {
     expect(badName.stderr).toContain('"lab-token" is not a secret name');
   }, 60_000);
 
+  it('a process without the key the store\'s secrets were sealed with stops at once, saying so; nothing is written', async () => {
+    const database = `sqlite:${join(dir, 'sealed.db')}`;
+    const sealing = { CAREPATH_DATABASE_URL: database, CAREPATH_SECRET_KEY: 'c'.repeat(64) };
+    const { workspaceId } = JSON.parse((await runToEnd(['admin', 'workspace', 'create', '--tenant', 'Acme', '--name', 'Lab', '--json'], sealing)).stdout);
+    expect((await runToEnd(['admin', 'secret', 'set', 'LAB_TOKEN', '--workspace', workspaceId], sealing, 'sealed-token')).code).toBe(0);
+
+    const without = { CAREPATH_DATABASE_URL: database };
+    const other = { CAREPATH_DATABASE_URL: database, CAREPATH_SECRET_KEY: 'd'.repeat(64) };
+    const unset = await runToEnd(['admin', 'secret', 'set', 'OTHER', '--workspace', workspaceId], without, 'would-be-plain');
+    expect(unset.code).toBe(1);
+    expect(unset.stderr.trim()).toBe("carepath: CAREPATH_SECRET_KEY is not set, but this store holds secrets sealed with a key: set it to the deployment's key");
+    const wrong = await runToEnd(['admin', 'secret', 'set', 'OTHER', '--workspace', workspaceId], other, 'sealed-wrongly');
+    expect(wrong.code).toBe(1);
+    expect(wrong.stderr).toContain('CAREPATH_SECRET_KEY does not open the secrets sealed in this store');
+    const listed = await runToEnd(['admin', 'secret', 'list', '--workspace', workspaceId, '--json'], sealing);
+    expect(JSON.parse(listed.stdout).map((secret: { name: string }) => secret.name)).toEqual(['LAB_TOKEN']);
+
+    const api = start(['api'], { ...other, CAREPATH_PORT: String(await freePort()) });
+    running.push(api);
+    expect(await api.exited).toBe(1);
+    expect(api.stdout()).not.toContain('listening');
+    expect(api.stderr()).toContain('CAREPATH_SECRET_KEY does not open the secrets sealed in this store');
+  }, 60_000);
+
   it('a store that cannot be opened ends the command with one plain sentence and exit 1', async () => {
     const port = await freePort();
     const refused = start(['migrate'], { CAREPATH_DATABASE_URL: `postgres://carepath:s3cret-pw@127.0.0.1:${port}/carepath` });

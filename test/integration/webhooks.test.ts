@@ -4,6 +4,7 @@ import { describeEachStore, type TestEnv, type TestWorkspace } from '../helpers/
 import { createSecretBox, decodeSecretKey } from '../../src/lib/secret-box.js';
 import { activeSecretsOf, rotateSecret } from '../../src/modules/webhooks/webhook-secrets.js';
 import { ConfigError, loadConfig } from '../../src/config.js';
+import { checkSecretKeyOpensStore } from '../../src/modules/secrets/secret-key-check.js';
 
 const SECRET_FORMAT = /^whsec_[A-Za-z0-9_-]{43}$/;
 const sha256 = (text: string) => createHash('sha256').update(text).digest('hex');
@@ -238,6 +239,15 @@ describeEachStore(
       expect(active.map((s) => s.secret)).toEqual([created.secret]);
       const wrongKey = createSecretBox(randomBytes(32).toString('hex'));
       await expect(activeSecretsOf(env.db, wrongKey, created.webhookId, new Date())).rejects.toThrow(/does not open/);
+    });
+
+    it('tells a process whose key cannot open them before it starts (the check every process makes)', async () => {
+      const ws = await env.workspace();
+      await createWebhook(ws);
+      await expect(checkSecretKeyOpensStore(env.db, HEX_KEY)).resolves.toBeUndefined();
+      await expect(checkSecretKeyOpensStore(env.db, undefined)).rejects.toThrow(ConfigError);
+      await expect(checkSecretKeyOpensStore(env.db, undefined)).rejects.toThrow(/CAREPATH_SECRET_KEY is not set, but this store holds secrets sealed with a key/);
+      await expect(checkSecretKeyOpensStore(env.db, randomBytes(32).toString('hex'))).rejects.toThrow(/does not open the secrets sealed in this store/);
     });
   },
   { env: { CAREPATH_SECRET_KEY: HEX_KEY } },

@@ -75,3 +75,18 @@ describe('loggableError frames', () => {
     expect(loggableError({ stack: '    at secret (data)' }, { frames: true })).toEqual({ type: 'object' });
   });
 });
+
+describe('errors that say no data', () => {
+  it('keep their words: a secret that does not open says so in the log', async () => {
+    const { createSecretBox, SecretBoxError } = await import('../../src/lib/secret-box.js');
+    let failure: unknown;
+    try {
+      createSecretBox('e'.repeat(64)).open(createSecretBox('f'.repeat(64)).seal('whsec_x'));
+    } catch (error) {
+      failure = error;
+    }
+    expect(failure).toBeInstanceOf(SecretBoxError);
+    expect(loggableError(failure)).toEqual({ type: 'SecretBoxError', message: 'sealed secret does not open with the configured key (wrong key, or the row is damaged)' });
+    expect(loggableError(new Error('invalid input syntax for type date: "1961-02-30"'))).toEqual({ type: 'Error' });
+  });
+});

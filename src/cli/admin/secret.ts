@@ -6,7 +6,7 @@
  * Setting and deleting are audited (`secret.set`, `secret.delete`) with the name only.
  */
 import type { Container } from '../../container.js';
-import { createSecretBox } from '../../lib/secret-box.js';
+import { checkedSecretBox } from '../../modules/secrets/secret-key-check.js';
 import { SECRET_NAME } from '../../modules/secrets/secret-refs.js';
 import { deleteSecret, listSecrets, setSecret, type SecretListing } from '../../modules/secrets/secret.repository.js';
 import { CommandError, UsageError } from '../errors.js';
@@ -50,7 +50,8 @@ export async function secretSet(container: Container, args: SecretArgs & { value
   checkSecretValue(args.value);
   const workspace = await requireWorkspace(container, args.workspaceId);
   const at = container.clock.now().toISOString();
-  const box = createSecretBox(container.config.secretKey);
+  // Sealed with this shell's key: it must be the deployment's.
+  const box = await checkedSecretBox(container.db, container.config.secretKey);
   return container.db.transaction().execute(async (tx) => {
     const created = await setSecret(tx, box, workspace.id, args.name, args.value, at);
     await auditAdminChange(tx, workspace, container.config.environment, at, {

@@ -7,7 +7,7 @@ import { Duration } from 'luxon';
 import type { Container } from '../../container.js';
 import { ApiError } from '../../lib/errors.js';
 import { isUuid } from '../../lib/ids.js';
-import { createSecretBox } from '../../lib/secret-box.js';
+import { checkedSecretBox } from '../../modules/secrets/secret-key-check.js';
 import { rotateSecret } from '../../modules/webhooks/webhook-secrets.js';
 import { CommandError, UsageError } from '../errors.js';
 import { idArgument, optionalFlag, writeJson, type AdminCommand } from './command.js';
@@ -39,7 +39,8 @@ export function parseOverlap(text: string): number {
 
 export async function webhookRotateSecret(container: Container, args: WebhookRotateArgs): Promise<WebhookRotated> {
   const now = container.clock.now();
-  const box = createSecretBox(container.config.secretKey);
+  // The new secret is sealed with this shell's key: it must be the deployment's.
+  const box = await checkedSecretBox(container.db, container.config.secretKey);
   try {
     if (!isUuid(args.webhookId)) throw new CommandError(`no webhook endpoint has the id "${args.webhookId}"`);
     const secret = await rotateSecret(container.db, box, args.webhookId, args.overlapMs, now, async (tx, webhook) => {
