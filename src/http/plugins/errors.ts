@@ -52,7 +52,7 @@ function mapFrameworkError(error: FastifyError): ApiError | null {
     case 'FST_ERR_CTP_BODY_TOO_LARGE':
       return new ApiError('payload_too_large', 'request body is too large');
     case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
-      return new ApiError('unsupported_media_type', 'request body must be application/json');
+      return new ApiError('unsupported_media_type', 'request body must be JSON: application/json (a webhook delivery also application/fhir+json)');
     case 'FST_ERR_CTP_EMPTY_JSON_BODY':
       return new ApiError('invalid_request', 'request body is empty; send a JSON object');
     case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
