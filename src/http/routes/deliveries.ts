@@ -11,14 +11,14 @@
  *       deliveries is spent)
  *   429 the endpoint's rate limit, for deliveries that proved the secret
  *   403 `webhook_inactive` (told only to a sender who proved the secret)
+ *   400 not JSON, or not an accepted body shape; bad Idempotency-Key
+ *   409 `idempotency_mismatch`
+ *   202 `{accepted, idempotencyKey}` once the delivery is stored
  *
  * Two budgets per endpoint (RateLimit-* headers from the one a request drew on): deliveries that
  * prove the secret spend `webhook:<id>`, refused ones `webhook-refused:<id>`. With one budget
  * spent before the signature was checked, anyone who knew an endpoint's URL could keep its real
  * sender at 429 with junk (a security review: 7 of 10 signed deliveries refused during a flood).
- *   400 not JSON, or not an accepted body shape; bad Idempotency-Key
- *   409 `idempotency_mismatch`
- *   202 `{accepted, idempotencyKey}` once the delivery is stored
  */
 import { Type } from '@sinclair/typebox';
 import type { FastifyReply, FastifyRequest } from 'fastify';
