@@ -259,6 +259,8 @@ export interface DeliveryTable {
   error: string | null;
   /** JSON [{subjectRecordId, event, eventPayload}] not yet handed to waiting runs, else null */
   pending_wakes: string | null;
+  /** the signature's `t` (Unix seconds, as text) of a delivery sent without an Idempotency-Key: taken once (migration 0008) */
+  signature_t: string | null;
 }
 
 /** The last known state of a delivered resource (ingestion). */

@@ -12,6 +12,7 @@ import {
   search,
   type Endpoint,
 } from '../helpers/deliveries.js';
+import { createHash } from 'node:crypto';
 import { signPayload } from '../../src/ingestion/signature.js';
 import { parsedHandoffFor } from '../../src/modules/deliveries/parsed-handoff.js';
 
@@ -64,6 +65,33 @@ describeEachStore('webhook deliveries', (env) => {
     const stored = await env.db.selectFrom('deliveries').select('id').where('idempotency_key', '=', 'replay-me').execute();
     expect(stored).toHaveLength(1);
     expect((await runsOf(ws, `triggerId=${trigger.triggerId}`)).length).toBe(1);
+  });
+
+  it('takes a signed request sent without a key once: sent again as it was (a replay), it answers the first 202', async () => {
+    const trigger = await eventTrigger(ws, 'Patient.updated');
+    await deliverAndProcess(env, endpoint, patient('p-signed'));
+    const body = JSON.stringify({ ...patient('p-signed'), gender: 'female' });
+    const t = Math.floor(env.container.clock.now().getTime() / 1000);
+    const signature = signPayload(endpoint.secret, body, t);
+    const first = await deliver(env, endpoint, undefined, { raw: body, signature });
+    expect(first.statusCode).toBe(202);
+    await processorFor(env).drain();
+    // The same bytes with the same signature: replayed, never processed twice.
+    const replays = await Promise.all(Array.from({ length: 3 }, () => deliver(env, endpoint, undefined, { raw: body, signature })));
+    for (const replay of replays) {
+      expect(replay.statusCode).toBe(202);
+      expect(replay.json()).toEqual(first.json());
+      expect(replay.headers['idempotent-replayed']).toBe('true');
+    }
+    await processorFor(env).drain();
+    const bodySha256 = createHash('sha256').update(body).digest('hex');
+    const stored = await env.db.selectFrom('deliveries').select('id').where('webhook_id', '=', endpoint.webhookId).where('body_sha256', '=', bodySha256).execute();
+    expect(stored).toHaveLength(1);
+    expect((await runsOf(ws, `triggerId=${trigger.triggerId}`)).length).toBe(1);
+    // Signed again at another second, the same body is a new delivery (the sender means it).
+    const later = await deliver(env, endpoint, undefined, { raw: body, signature: signPayload(endpoint.secret, body, t + 1) });
+    expect(later.statusCode).toBe(202);
+    expect(later.headers['idempotent-replayed']).toBeUndefined();
   });
 
   it('compares the raw bytes: the same key with another body is 409 idempotency_mismatch', async () => {

@@ -92,14 +92,15 @@ export async function registerDeliveryRoutes(app: Api, container: Container): Pr
         if (!endpoint) throw new ApiError('internal', 'webhook endpoint was not resolved');
         const rawBody = Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0);
         const now = container.clock.now();
+        let signedAt: number | null;
         try {
-          await checkDeliveryCredentials(
+          ({ signedAt } = await checkDeliveryCredentials(
             { db: container.db, box },
             endpoint,
             { signature: request.headers[SIGNATURE_HEADER], authorization: request.headers.authorization },
             rawBody,
             now,
-          );
+          ));
         } catch (error) {
           if (error instanceof ApiError && error.status === 401) await spend(reply, `webhook-refused:${endpoint.id}`);
           throw error;
@@ -109,6 +110,7 @@ export async function registerDeliveryRoutes(app: Api, container: Container): Pr
         const result = await receiveDelivery(container.db, container.deliveryReader, endpoint, {
           rawBody,
           idempotencyKey: request.headers['idempotency-key'],
+          signedAt,
           requestId: request.id,
           now,
         });

@@ -96,22 +96,26 @@ export interface PresentedCredentials {
   authorization: string | string[] | undefined;
 }
 
-/** Throws `invalid_signature` or `signature_expired` unless the request proves the secret. */
+/**
+ * Throws `invalid_signature` or `signature_expired` unless the request proves the secret.
+ * Answers the signature's `t` (null for a bearer endpoint): a delivery is taken once per `t`.
+ */
 export async function checkDeliveryCredentials(
   deps: { db: DbOrTx; box: SecretBox },
   endpoint: DeliveryEndpoint,
   presented: PresentedCredentials,
   rawBody: Buffer,
   now: Date,
-): Promise<void> {
+): Promise<{ signedAt: number | null }> {
   // The secrets came with the endpoint (findDeliveryEndpoint); `deps.db` is no longer read here.
   const secrets = openSecrets(deps.box, endpoint.secrets, now);
   if (endpoint.auth === 'bearer') {
     const check = verifyBearer(presented.authorization, secrets.map((secret) => secret.secretHash));
     if (!check.ok) throw new ApiError('invalid_signature', 'missing or invalid bearer secret; send Authorization: Bearer <endpoint secret>');
-    return;
+    return { signedAt: null };
   }
   const keys = secrets.flatMap((secret) => (secret.secret === null ? [] : [secret.secret]));
   const check = verifySignature(presented.signature, rawBody, keys, Math.floor(now.getTime() / 1000));
   if (!check.ok) throw new ApiError(check.code, SIGNATURE_MESSAGES[check.reason]);
+  return { signedAt: check.timestamp };
 }

@@ -10,7 +10,7 @@ import type { Db } from '../../storage/database.js';
 import { ApiError, invalidRequest } from '../../lib/errors.js';
 import { uuidv7 } from '../../lib/ids.js';
 import { sha256Hex } from '../../lib/json.js';
-import { findDeliveryByKey, insertDelivery, insertDeliverySqlite, type DeliveryRow } from './delivery.repository.js';
+import { findDeliveryByKey, findDeliveryBySignature, insertDelivery, insertDeliverySqlite, type DeliveryRow } from './delivery.repository.js';
 import { sqliteDeliveryStatementsOf } from './sqlite-delivery-statements.js';
 import { parsedHandoffFor } from './parsed-handoff.js';
 import type { DeliveryEndpoint } from './delivery-endpoint.js';
@@ -22,6 +22,12 @@ export interface IntakeInput {
   rawBody: Buffer;
   /** the Idempotency-Key header as received (an array when it was sent twice) */
   idempotencyKey: string | string[] | undefined;
+  /**
+   * The `t` of the signature that proved it (null: a bearer endpoint, or a caller that checked
+   * none). Without an Idempotency-Key, the same body signed at the same `t` is taken once: the
+   * same request sent again is a replay, answered as one.
+   */
+  signedAt?: number | null;
   requestId: string;
   now: Date;
 }
@@ -114,6 +120,7 @@ export async function receiveDelivery(db: Db, reader: DeliveryReader, endpoint: 
     runs_started: 0,
     error: null,
     pending_wakes: null,
+    signature_t: key === null && input.signedAt != null ? String(input.signedAt) : null,
   };
   const stored = await storeDelivery(db, row);
   if (stored) {
@@ -123,8 +130,14 @@ export async function receiveDelivery(db: Db, reader: DeliveryReader, endpoint: 
     return { deliveryId, accepted, idempotencyKey: key, replayed: false };
   }
 
-  // The key was used before (a replay), or a concurrent request with it won the insert.
-  const winner = key === null ? undefined : await findDeliveryByKey(db, endpoint.id, key);
-  if (!winner || key === null) throw new ApiError('internal', 'the delivery could not be stored');
-  return replayOf(winner, bodySha256, key);
+  // The key was used before (a replay), or a concurrent request with it won the insert; without
+  // a key, this very request (body and signature time) was taken before.
+  if (key !== null) {
+    const winner = await findDeliveryByKey(db, endpoint.id, key);
+    if (winner) return replayOf(winner, bodySha256, key);
+  } else if (row.signature_t !== null) {
+    const first = await findDeliveryBySignature(db, endpoint.id, row.signature_t, bodySha256);
+    if (first) return { deliveryId: first.id, accepted: first.accepted, idempotencyKey: null, replayed: true };
+  }
+  throw new ApiError('internal', 'the delivery could not be stored');
 }

@@ -55,7 +55,8 @@ export async function insertDelivery(db: DbOrTx, row: DeliveryRow): Promise<bool
   const inserted = await db
     .insertInto('deliveries')
     .values(row)
-    .onConflict((oc) => oc.columns(['webhook_id', 'idempotency_key']).doNothing())
+    // Either unique key: (webhook_id, idempotency_key), or (webhook_id, signature_t, body_sha256).
+    .onConflict((oc) => oc.doNothing())
     .returning('id')
     .execute();
   return inserted.length > 0;
@@ -67,6 +68,22 @@ export async function insertDelivery(db: DbOrTx, row: DeliveryRow): Promise<bool
  */
 export function insertDeliverySqlite(s: SqliteDeliveryStatements, row: DeliveryRow): boolean {
   return s.insertDelivery.run(...DELIVERY_COLUMNS.map((column) => row[column])).changes === 1;
+}
+
+/** The delivery this endpoint took with this body signed at this `t` (sent without a key). */
+export async function findDeliveryBySignature(
+  db: DbOrTx,
+  webhookId: string,
+  signatureT: string,
+  bodySha256: string,
+): Promise<Pick<DeliveryRow, 'id' | 'body_sha256' | 'accepted'> | undefined> {
+  return db
+    .selectFrom('deliveries')
+    .select(['id', 'body_sha256', 'accepted'])
+    .where('webhook_id', '=', webhookId)
+    .where('signature_t', '=', signatureT)
+    .where('body_sha256', '=', bodySha256)
+    .executeTakeFirst();
 }
 
 export async function findDeliveryByKey(

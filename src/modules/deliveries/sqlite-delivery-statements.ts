@@ -60,6 +60,7 @@ export const DELIVERY_COLUMNS = [
   'runs_started',
   'error',
   'pending_wakes',
+  'signature_t',
 ] as const satisfies readonly (keyof DeliveryTable)[];
 
 const preparedOn = weakMemo(prepare);
@@ -87,7 +88,7 @@ function prepare(connection: BetterSqlite3.Database): SqliteDeliveryStatements {
     claimWithBodies: claimStatement(connection, DELIVERY_COLUMNS),
     insertDelivery: connection.prepare(
       `insert into deliveries (${DELIVERY_COLUMNS.join(', ')}) values (${DELIVERY_COLUMNS.map(() => '?').join(', ')})
-       on conflict (webhook_id, idempotency_key) do nothing`,
+       on conflict do nothing`,
     ),
     // `cross join` keeps the keys as the outer loop: one index probe per key (resource-state.repository.ts).
     readStates: connection.prepare(

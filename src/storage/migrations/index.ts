@@ -10,6 +10,7 @@ import * as m0004 from './0004_tag_bitmaps.js';
 import * as m0005 from './0005_tag_log_lookups.js';
 import * as m0006 from './0006_deliveries_claim_by_lease.js';
 import * as m0007 from './0007_workspace_secrets.js';
+import * as m0008 from './0008_deliveries_signed_once.js';
 
 export const migrations: Record<string, Migration> = {
   '0001_core': m0001,
@@ -19,4 +20,5 @@ export const migrations: Record<string, Migration> = {
   '0005_tag_log_lookups': m0005,
   '0006_deliveries_claim_by_lease': m0006,
   '0007_workspace_secrets': m0007,
+  '0008_deliveries_signed_once': m0008,
 };
