@@ -20,6 +20,7 @@ import { requireApiKey } from './plugins/authenticate.js';
 import { registerHealthRoutes } from './routes/health.js';
 import { registerMeRoutes } from './routes/me.js';
 import { apiRouteModules, publicRouteModules } from './routes/index.js';
+import { answerClientError } from './plugins/client-errors.js';
 
 export const API_BODY_LIMIT = 1024 * 1024;
 
@@ -49,6 +50,7 @@ export async function buildApp(container: Container, options: AppOptions = {}): 
     return503OnClosing: true,
     forceCloseConnections: 'idle',
     requestTimeout,
+    clientErrorHandler: answerClientError,
     http: {
       headersTimeout: Math.min(60_000, requestTimeout),
       // Node looks for late requests this often (30 s by default): a quarter of the deadline.

@@ -54,6 +54,10 @@ describeEachStore('slow requests', (env) => {
     ].join('\r\n');
     const { answer, closedAfterMs } = await trickle(port, head);
     expect(answer).toMatch(/^HTTP\/1\.1 408 /);
+    // The same error body as every other answer, with a request id of its own.
+    const [headers, body] = answer.split('\r\n\r\n');
+    const requestId = /\r\nX-Request-Id: ([0-9a-f-]{36})\r\n/i.exec(headers)?.[1];
+    expect(JSON.parse(body)).toEqual({ error: 'the request did not arrive in time; send it again at a steady pace', code: 'request_timeout', requestId });
     // Cut off near the deadline (Node looks every quarter of it), not left open.
     expect(closedAfterMs).toBeGreaterThanOrEqual(DEADLINE_MS - 50);
     expect(closedAfterMs).toBeLessThan(DEADLINE_MS * 4);
@@ -67,5 +71,15 @@ describeEachStore('slow requests', (env) => {
     const { answer, closedAfterMs } = await trickle(port, 'GET /v1/me HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ');
     expect(answer).toMatch(/^HTTP\/1\.1 408 /);
     expect(closedAfterMs).toBeLessThan(DEADLINE_MS * 4);
+  });
+
+  it('answers what is not HTTP with 400 and the error body, and closes', async () => {
+    const socket = net.connect(port, '127.0.0.1');
+    let answer = '';
+    socket.on('data', (chunk) => (answer += chunk.toString('latin1')));
+    socket.write('NOT AN HTTP REQUEST\r\n\r\n');
+    await new Promise<void>((resolve) => socket.on('close', () => resolve()));
+    expect(answer).toMatch(/^HTTP\/1\.1 400 /);
+    expect(JSON.parse(answer.split('\r\n\r\n')[1])).toEqual({ error: 'the request is not valid HTTP/1.1', code: 'invalid_request', requestId: expect.any(String) });
   });
 });
