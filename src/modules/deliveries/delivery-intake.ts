@@ -10,7 +10,7 @@ import type { Db } from '../../storage/database.js';
 import { ApiError, invalidRequest } from '../../lib/errors.js';
 import { uuidv7 } from '../../lib/ids.js';
 import { sha256Hex } from '../../lib/json.js';
-import { findDeliveryByKey, findDeliveryBySignature, insertDelivery, insertDeliverySqlite, type DeliveryRow } from './delivery.repository.js';
+import { findEarlierDelivery, insertDelivery, insertDeliverySqlite, type DeliveryRow } from './delivery.repository.js';
 import { sqliteDeliveryStatementsOf } from './sqlite-delivery-statements.js';
 import { parsedHandoffFor } from './parsed-handoff.js';
 import type { DeliveryEndpoint } from './delivery-endpoint.js';
@@ -92,7 +92,7 @@ export async function receiveDelivery(db: Db, reader: DeliveryReader, endpoint: 
     accepted = await read.shaped;
   } catch (error) {
     // A replay is answered from what was stored, whatever this body is; a new key's bad body is 400.
-    const stored = key === null ? undefined : await findDeliveryByKey(db, endpoint.id, key);
+    const stored = key === null ? undefined : await findEarlierDelivery(db, endpoint.id, { idempotencyKey: key });
     if (stored) return replayOf(stored, bodySha256, key!);
     throw error;
   }
@@ -133,10 +133,10 @@ export async function receiveDelivery(db: Db, reader: DeliveryReader, endpoint: 
   // The key was used before (a replay), or a concurrent request with it won the insert; without
   // a key, this very request (body and signature time) was taken before.
   if (key !== null) {
-    const winner = await findDeliveryByKey(db, endpoint.id, key);
+    const winner = await findEarlierDelivery(db, endpoint.id, { idempotencyKey: key });
     if (winner) return replayOf(winner, bodySha256, key);
   } else if (row.signature_t !== null) {
-    const first = await findDeliveryBySignature(db, endpoint.id, row.signature_t, bodySha256);
+    const first = await findEarlierDelivery(db, endpoint.id, { signatureT: row.signature_t, bodySha256 });
     if (first) return { deliveryId: first.id, accepted: first.accepted, idempotencyKey: null, replayed: true };
   }
   throw new ApiError('internal', 'the delivery could not be stored');

@@ -70,33 +70,21 @@ export function insertDeliverySqlite(s: SqliteDeliveryStatements, row: DeliveryR
   return s.insertDelivery.run(...DELIVERY_COLUMNS.map((column) => row[column])).changes === 1;
 }
 
-/** The delivery this endpoint took with this body signed at this `t` (sent without a key). */
-export async function findDeliveryBySignature(
+/**
+ * The delivery this endpoint took before under this Idempotency-Key, or (sent without a key)
+ * with this body signed at this `t`: what a replay is answered with.
+ */
+export async function findEarlierDelivery(
   db: DbOrTx,
   webhookId: string,
-  signatureT: string,
-  bodySha256: string,
+  taken: { idempotencyKey: string } | { signatureT: string; bodySha256: string },
 ): Promise<Pick<DeliveryRow, 'id' | 'body_sha256' | 'accepted'> | undefined> {
-  return db
-    .selectFrom('deliveries')
-    .select(['id', 'body_sha256', 'accepted'])
-    .where('webhook_id', '=', webhookId)
-    .where('signature_t', '=', signatureT)
-    .where('body_sha256', '=', bodySha256)
-    .executeTakeFirst();
-}
-
-export async function findDeliveryByKey(
-  db: DbOrTx,
-  webhookId: string,
-  idempotencyKey: string,
-): Promise<Pick<DeliveryRow, 'id' | 'body_sha256' | 'accepted'> | undefined> {
-  return db
-    .selectFrom('deliveries')
-    .select(['id', 'body_sha256', 'accepted'])
-    .where('webhook_id', '=', webhookId)
-    .where('idempotency_key', '=', idempotencyKey)
-    .executeTakeFirst();
+  let query = db.selectFrom('deliveries').select(['id', 'body_sha256', 'accepted']).where('webhook_id', '=', webhookId);
+  query =
+    'idempotencyKey' in taken
+      ? query.where('idempotency_key', '=', taken.idempotencyKey)
+      : query.where('signature_t', '=', taken.signatureT).where('body_sha256', '=', taken.bodySha256);
+  return query.executeTakeFirst();
 }
 
 export async function findDelivery(db: DbOrTx, deliveryId: string): Promise<DeliveryRow | undefined> {
