@@ -227,11 +227,11 @@ export interface RateLimitBucketTable {
   last_grant: number;
 }
 
-/** A stored webhook delivery (DESIGN §7): received → processing → processed | failed. */
 /** A delivery's states (DESIGN §7): received → processing → processed | failed. */
 export const DELIVERY_STATUSES = ['received', 'processing', 'processed', 'failed'] as const;
 export type DeliveryStatus = (typeof DELIVERY_STATUSES)[number];
 
+/** A stored webhook delivery (DESIGN §7). */
 export interface DeliveryTable {
   id: string;
   tenant_id: string;

@@ -44,11 +44,10 @@ export interface OutboundAnswer {
 /** The allow-list refused the address: asking again will not help. */
 export class OutboundRefusedError extends Error {}
 
-/** DNS, connection, TLS or timeout failure: worth another try. */
 /**
- * The call got no answer. `message` is for the run's step (it may name the host, which a
- * placeholder may have filled from a payload); `kind` is for logs: no host, no data, only what
- * went wrong (`dns ENOTFOUND`, `timeout`, `connect ECONNREFUSED`).
+ * DNS, connection, TLS or timeout failure: worth another try. `message` is for the run's step
+ * (it may name the host, which a placeholder may have filled from a payload); `kind` is for
+ * logs: no host, no data, only what went wrong (`dns ENOTFOUND`, `timeout`, `connect ECONNREFUSED`).
  */
 export class OutboundNetworkError extends Error {
   constructor(
@@ -174,7 +173,7 @@ function exchange(request: OutboundRequest, target: { host: string; port: number
       if (typeof connect.statusCode === 'number' && connect.statusCode !== 200) refusedTunnel = true;
     });
     req.on('error', (error: NodeJS.ErrnoException) =>
-      finish(() => fail(new OutboundNetworkError(`request failed: ${error.code ?? error.message}`, `connect ${(error as NodeJS.ErrnoException).code ?? 'error'}`))),
+      finish(() => fail(new OutboundNetworkError(`request failed: ${error.code ?? error.message}`, `connect ${error.code ?? 'error'}`))),
     );
     if (request.body !== null) req.write(request.body);
     req.end();
