@@ -34,6 +34,7 @@ export interface Page<T> {
  * Newest-first keyset paging over a time-ordered `id` (UUID v7): applies the cursor, reads one
  * row more than the page to know whether another page follows, and maps the rows. Every list
  * endpoint pages this way, so rows inserted while a client pages never shift or repeat items.
+ * Without a `limit` (the webhook list, a bare array) every row after the cursor is the page.
  */
 export async function newestFirstPage<Row extends { id: string }, T>(
   select: {
@@ -42,12 +43,14 @@ export async function newestFirstPage<Row extends { id: string }, T>(
     limit(n: number): typeof select;
     execute(): Promise<Row[]>;
   },
-  query: { limit: number; cursor?: string },
+  query: { limit?: number; cursor?: string },
   toItem: (row: Row) => T,
 ): Promise<Page<T>> {
   let paged = select;
   if (query.cursor) paged = paged.where(sql.ref<string>('id'), '<', decodeCursor(query.cursor));
-  const rows = await paged.orderBy(sql.ref<string>('id'), 'desc').limit(query.limit + 1).execute();
+  paged = paged.orderBy(sql.ref<string>('id'), 'desc');
+  if (query.limit === undefined) return { data: (await paged.execute()).map(toItem), nextCursor: null };
+  const rows = await paged.limit(query.limit + 1).execute();
   const page = rows.slice(0, query.limit);
   return {
     data: page.map(toItem),

@@ -2,7 +2,6 @@ import { Type } from '@sinclair/typebox';
 import type { Api } from '../types.js';
 import type { Container } from '../../container.js';
 import { CursorParam, IdParams, commonErrors } from '../schemas/common.js';
-import { decodeCursor, encodeCursor } from '../../lib/cursor.js';
 import {
   CreateWebhookBody,
   CreatedWebhook,
@@ -72,15 +71,9 @@ export function registerWebhookRoutes(api: Api, container: Container): void {
       },
     },
     async (request, reply) => {
-      const { limit, cursor } = request.query;
-      const afterId = cursor === undefined ? undefined : decodeCursor(cursor);
-      const rows = await listWebhooks(container.db, request.ctx.workspaceId, { afterId, ...(limit !== undefined ? { limit: limit + 1 } : {}) });
-      const page = limit !== undefined ? rows.slice(0, limit) : rows;
-      if (limit !== undefined && rows.length > limit) {
-        const next = `${publicUrl}/v1/webhooks?limit=${limit}&cursor=${encodeCursor(page[page.length - 1].id)}`;
-        reply.header('Link', `<${next}>; rel="next"`);
-      }
-      return page.map((row) => toWebhookView(row, publicUrl));
+      const { data, nextCursor } = await listWebhooks(container.db, request.ctx.workspaceId, request.query);
+      if (nextCursor) reply.header('Link', `<${publicUrl}/v1/webhooks?limit=${request.query.limit}&cursor=${nextCursor}>; rel="next"`);
+      return data.map((row) => toWebhookView(row, publicUrl));
     },
   );
 

@@ -1,4 +1,5 @@
 import type { DbOrTx, WebhookTable } from '../../storage/database.js';
+import { newestFirstPage, type Page } from '../../lib/cursor.js';
 import type { WebhookAuth, WebhookView } from './webhook.schemas.js';
 
 export type WebhookRow = WebhookTable;
@@ -48,17 +49,10 @@ export async function updateWebhook(db: DbOrTx, webhookId: string, changes: Part
 }
 
 /**
- * Live endpoints of the workspace, newest first: every one, or with `limit` a page of them after
- * the endpoint `afterId` names. The spec's list is a bare array; paging is the generic list
- * parameters' (the route says where the next page starts).
+ * Live endpoints of the workspace, newest first: every one, or with `limit` a page of them (the
+ * spec's list is a bare array; the route says where the next page starts).
  */
-export async function listWebhooks(
-  db: DbOrTx,
-  workspaceId: string,
-  page: { limit?: number; afterId?: string } = {},
-): Promise<WebhookRow[]> {
-  let query = db.selectFrom('webhooks').selectAll().where('workspace_id', '=', workspaceId).where('deleted_at', 'is', null);
-  if (page.afterId !== undefined) query = query.where('id', '<', page.afterId);
-  if (page.limit !== undefined) query = query.limit(page.limit);
-  return query.orderBy('id', 'desc').execute();
+export async function listWebhooks(db: DbOrTx, workspaceId: string, page: { limit?: number; cursor?: string } = {}): Promise<Page<WebhookRow>> {
+  const select = db.selectFrom('webhooks').selectAll().where('workspace_id', '=', workspaceId).where('deleted_at', 'is', null);
+  return newestFirstPage(select, page, (row) => row);
 }
