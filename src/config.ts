@@ -104,19 +104,15 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   }
   const publicUrl = checkedPublicUrl(env.CAREPATH_PUBLIC_URL || `http://${host.includes(':') ? `[${host}]` : host}:${port}`);
   const httpAllow = listSetting(env.CAREPATH_HTTP_ALLOW);
-  try {
-    createAllowList(httpAllow);
-  } catch (error) {
-    if (error instanceof AllowListEntryError) throw new ConfigError(error.message);
-    throw error;
-  }
   const httpProxy = env.CAREPATH_HTTP_PROXY || undefined;
   const httpNoProxy = listSetting(env.CAREPATH_HTTP_NO_PROXY);
+  // The outbound settings are read by the code that uses them; their errors name the variable.
   try {
+    createAllowList(httpAllow);
     if (httpProxy !== undefined) parseProxyUrl(httpProxy);
     noProxyMatcher(httpNoProxy);
   } catch (error) {
-    if (error instanceof ProxySettingError) throw new ConfigError(error.message);
+    if (error instanceof AllowListEntryError || error instanceof ProxySettingError) throw new ConfigError(error.message);
     throw error;
   }
   const secretKey = env.CAREPATH_SECRET_KEY || undefined;
