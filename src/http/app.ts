@@ -21,6 +21,7 @@ import { registerHealthRoutes } from './routes/health.js';
 import { registerMeRoutes } from './routes/me.js';
 import { apiRouteModules, publicRouteModules } from './routes/index.js';
 import { answerClientError } from './plugins/client-errors.js';
+import { ANSWER_HEADERS } from './answer-headers.js';
 
 export const API_BODY_LIMIT = 1024 * 1024;
 
@@ -60,10 +61,7 @@ export async function buildApp(container: Container, options: AppOptions = {}): 
 
   app.addHook('onRequest', async (request, reply) => {
     reply.header('X-Request-Id', request.id);
-    // Answers carry health data: no cache on the way (a proxy, a browser) may keep them, and
-    // none may be read as anything but the type they say (OWASP REST security headers).
-    reply.header('Cache-Control', 'no-store');
-    reply.header('X-Content-Type-Options', 'nosniff');
+    reply.headers(ANSWER_HEADERS);
   });
   registerErrorHandling(app);
   acceptJsonOnly(app);

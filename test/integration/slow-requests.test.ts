@@ -58,6 +58,7 @@ describeEachStore('slow requests', (env) => {
     const [headers, body] = answer.split('\r\n\r\n');
     const requestId = /\r\nX-Request-Id: ([0-9a-f-]{36})\r\n/i.exec(headers)?.[1];
     expect(JSON.parse(body)).toEqual({ error: 'the request did not arrive in time; send it again at a steady pace', code: 'request_timeout', requestId });
+    expect(headers).toMatch(/\r\nCache-Control: no-store\r\n/);
     // Cut off near the deadline (Node looks every quarter of it), not left open.
     expect(closedAfterMs).toBeGreaterThanOrEqual(DEADLINE_MS - 50);
     expect(closedAfterMs).toBeLessThan(DEADLINE_MS * 4);

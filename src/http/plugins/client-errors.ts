@@ -9,6 +9,7 @@
 import { STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import { randomUUID } from 'node:crypto';
+import { ANSWER_HEADERS } from '../answer-headers.js';
 
 interface ClientErrorAnswer {
   status: number;
@@ -37,8 +38,7 @@ export function answerClientError(error: NodeJS.ErrnoException, socket: Socket):
         'Content-Type: application/json; charset=utf-8',
         `Content-Length: ${Buffer.byteLength(body)}`,
         `X-Request-Id: ${requestId}`,
-        'Cache-Control: no-store',
-        'X-Content-Type-Options: nosniff',
+        ...Object.entries(ANSWER_HEADERS).map(([name, value]) => `${name}: ${value}`),
         'Connection: close',
         '',
         body,
