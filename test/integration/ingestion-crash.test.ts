@@ -39,11 +39,17 @@ async function kill(child: Child, signal: NodeJS.Signals): Promise<void> {
   });
 }
 
-async function waitFor<T>(read: () => Promise<T>, done: (value: T) => boolean, timeoutMs: number, pollMs = 5): Promise<T> {
+/**
+ * Polls until `done` holds and answers the value that made it hold. A condition not reached in
+ * time fails the test here, by name: on a loaded machine a scenario takes several times longer,
+ * and a wait that gave up quietly used to fail a later assertion that said nothing of why.
+ */
+async function waitFor<T>(what: string, read: () => Promise<T>, done: (value: T) => boolean, timeoutMs: number, pollMs = 5): Promise<T> {
   const until = Date.now() + timeoutMs;
   for (;;) {
     const value = await read();
-    if (done(value) || Date.now() > until) return value;
+    if (done(value)) return value;
+    if (Date.now() > until) throw new Error(`${what}: not reached within ${timeoutMs / 1000} s (last seen: ${JSON.stringify(value)})`);
     await new Promise((resolve) => setTimeout(resolve, pollMs));
   }
 }
@@ -91,9 +97,9 @@ describeEachStore('a killed process loses no delivery and applies none twice', (
     try {
       expect(await post(first, key)).toBe(202);
       if (killWhen === 'while processing') {
-        await waitFor(() => deliveryOf(key), (d) => d?.status !== 'received', 20_000);
+        await waitFor('the delivery taken for processing', () => deliveryOf(key), (d) => d?.status !== 'received', 120_000);
       } else if (killWhen === 'while creating runs') {
-        await waitFor(() => runCount(key), (n) => n > 0, 30_000, 2);
+        await waitFor('the first of its runs created', () => runCount(key), (n) => n > 0, 120_000, 2);
       }
     } finally {
       await kill(first, 'SIGKILL');
@@ -102,7 +108,13 @@ describeEachStore('a killed process loses no delivery and applies none twice', (
 
     const second = await startChild(env);
     try {
-      await waitFor(async () => ({ delivery: await deliveryOf(key), runs: await runCount(key) }), (s) => s.delivery?.status === 'processed' && s.runs >= ENCOUNTERS, 60_000, 50);
+      await waitFor(
+        'the delivery processed and every run created by the second process',
+        async () => ({ delivery: await deliveryOf(key), runs: await runCount(key) }),
+        (s) => s.delivery?.status === 'processed' && s.runs >= ENCOUNTERS,
+        180_000,
+        50,
+      );
       // Longer than any lease: nothing left behind may still turn into a second run.
       await new Promise((resolve) => setTimeout(resolve, 3 * LEASE_MS));
     } finally {
@@ -143,7 +155,7 @@ describeEachStore('a killed process loses no delivery and applies none twice', (
   it('killed right after the 202: the next process processes it once', async () => {
     await crashAndRecover('crash-1', 'right after the 202');
     await expectOneSetOfRuns('crash-1');
-  }, 180_000);
+  }, 420_000);
 
   it('killed while the delivery is processing: its lease runs out and the next process redoes it from scratch', async () => {
     const atKill = await crashAndRecover('crash-2', 'while processing');
@@ -151,7 +163,7 @@ describeEachStore('a killed process loses no delivery and applies none twice', (
     expect(atKill.runs).toBe(0);
     await expectOneSetOfRuns('crash-2');
     expect((await deliveryOf('crash-2'))!.attempts).toBeGreaterThanOrEqual(2);
-  }, 180_000);
+  }, 420_000);
 
   it('killed while its runs are being created: the next process creates the rest, none twice', async () => {
     const atKill = await crashAndRecover('crash-3', 'while creating runs');
@@ -159,5 +171,5 @@ describeEachStore('a killed process loses no delivery and applies none twice', (
     expect(atKill.runs).toBeGreaterThan(0);
     expect(atKill.runs).toBeLessThan(ENCOUNTERS);
     await expectOneSetOfRuns('crash-3');
-  }, 180_000);
+  }, 420_000);
 });
