@@ -94,6 +94,28 @@ describeEachStore('webhook deliveries', (env) => {
     expect(later.headers['idempotent-replayed']).toBeUndefined();
   });
 
+  it('takes a signed request once whatever key it carries: a copy sent under new keys answers the first 202', async () => {
+    const trigger = await eventTrigger(ws, 'Patient.deleted');
+    await deliverAndProcess(env, endpoint, patient('p-copied'));
+    const body = JSON.stringify({ resourceType: 'Bundle', type: 'batch', entry: [{ request: { method: 'DELETE', url: 'Patient/p-copied' } }] });
+    const signature = signPayload(endpoint.secret, body, Math.floor(env.container.clock.now().getTime() / 1000));
+    const first = await deliver(env, endpoint, undefined, { raw: body, signature, key: 'orig-key' });
+    expect(first.statusCode, first.body).toBe(202);
+    await processorFor(env).drain();
+    // The key is not covered by the signature: anyone holding a copy could change it.
+    const copies = await Promise.all(['copy-1', 'copy-2', 'orig-key'].map((key) => deliver(env, endpoint, undefined, { raw: body, signature, key })));
+    for (const copy of copies) {
+      expect(copy.statusCode).toBe(202);
+      expect(copy.json()).toEqual({ accepted: 1, idempotencyKey: 'orig-key' });
+      expect(copy.headers['idempotent-replayed']).toBe('true');
+    }
+    await processorFor(env).drain();
+    const bodySha256 = createHash('sha256').update(body).digest('hex');
+    const stored = await env.db.selectFrom('deliveries').select('idempotency_key').where('webhook_id', '=', endpoint.webhookId).where('body_sha256', '=', bodySha256).execute();
+    expect(stored).toEqual([{ idempotency_key: 'orig-key' }]);
+    expect((await runsOf(ws, `triggerId=${trigger.triggerId}`)).length).toBe(1);
+  });
+
   it('compares the raw bytes: the same key with another body is 409 idempotency_mismatch', async () => {
     await deliverAndProcess(env, endpoint, patient('p4'), { key: 'k-409' });
     const reordered = JSON.stringify({ id: 'p4', resourceType: 'Patient', name: [{ given: ['Ada'], family: 'Lovelace-p4' }] });

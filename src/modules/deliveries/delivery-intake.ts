@@ -120,7 +120,9 @@ export async function receiveDelivery(db: Db, reader: DeliveryReader, endpoint: 
     runs_started: 0,
     error: null,
     pending_wakes: null,
-    signature_t: key === null && input.signedAt != null ? String(input.signedAt) : null,
+    // Every signed delivery, with a key or without: the key is not covered by the signature, so
+    // a copy of the request sent under another key is still the same request (a replay).
+    signature_t: input.signedAt != null ? String(input.signedAt) : null,
   };
   const stored = await storeDelivery(db, row);
   if (stored) {
@@ -130,14 +132,15 @@ export async function receiveDelivery(db: Db, reader: DeliveryReader, endpoint: 
     return { deliveryId, accepted, idempotencyKey: key, replayed: false };
   }
 
-  // The key was used before (a replay), or a concurrent request with it won the insert; without
-  // a key, this very request (body and signature time) was taken before.
+  // The key was used before (a replay), or a concurrent request with it won the insert; or this
+  // very request (body and signature time) was taken before, under whatever key it carried then.
   if (key !== null) {
     const winner = await findEarlierDelivery(db, endpoint.id, { idempotencyKey: key });
     if (winner) return replayOf(winner, bodySha256, key);
-  } else if (row.signature_t !== null) {
+  }
+  if (row.signature_t !== null) {
     const first = await findEarlierDelivery(db, endpoint.id, { signatureT: row.signature_t, bodySha256 });
-    if (first) return { deliveryId: first.id, accepted: first.accepted, idempotencyKey: null, replayed: true };
+    if (first) return { deliveryId: first.id, accepted: first.accepted, idempotencyKey: first.idempotency_key, replayed: true };
   }
   throw new ApiError('internal', 'the delivery could not be stored');
 }

@@ -71,15 +71,15 @@ export function insertDeliverySqlite(s: SqliteDeliveryStatements, row: DeliveryR
 }
 
 /**
- * The delivery this endpoint took before under this Idempotency-Key, or (sent without a key)
- * with this body signed at this `t`: what a replay is answered with.
+ * The delivery this endpoint took before under this Idempotency-Key, or with this body signed at
+ * this `t` (under any key, or none): what a replay is answered with.
  */
 export async function findEarlierDelivery(
   db: DbOrTx,
   webhookId: string,
   taken: { idempotencyKey: string } | { signatureT: string; bodySha256: string },
-): Promise<Pick<DeliveryRow, 'id' | 'body_sha256' | 'accepted'> | undefined> {
-  let query = db.selectFrom('deliveries').select(['id', 'body_sha256', 'accepted']).where('webhook_id', '=', webhookId);
+): Promise<Pick<DeliveryRow, 'id' | 'body_sha256' | 'accepted' | 'idempotency_key'> | undefined> {
+  let query = db.selectFrom('deliveries').select(['id', 'body_sha256', 'accepted', 'idempotency_key']).where('webhook_id', '=', webhookId);
   query =
     'idempotencyKey' in taken
       ? query.where('idempotency_key', '=', taken.idempotencyKey)
