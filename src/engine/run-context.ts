@@ -3,7 +3,7 @@
  * evaluate link conditions and fill `{{ }}` placeholders from it.
  */
 import { evaluate, evaluateBoolean, type ExpressionCache, type ExpressionContext } from '../lib/fhirpath.js';
-import { renderPlaceholders } from '../lib/placeholders.js';
+import { renderPlaceholders, renderUrlTemplate } from '../lib/placeholders.js';
 import type { EngineState } from './engine-state.js';
 
 /** The record a run is about (DESIGN §6), as `subject` in expressions. */
@@ -45,4 +45,9 @@ export function evaluateValue(expressions: ExpressionCache, context: ExpressionC
 /** A deep copy of `value` with its `{{ }}` placeholders filled from the run context. */
 export function render<T>(expressions: ExpressionCache, context: ExpressionContext, value: T): T {
   return renderPlaceholders(value, (text) => evaluate(expressions.compile(text), context)) as T;
+}
+
+/** A URL template filled from the run context: values after the host are percent-encoded (lib/placeholders.ts). */
+export function renderUrl(expressions: ExpressionCache, context: ExpressionContext, template: string): unknown {
+  return renderUrlTemplate(template, (text) => evaluate(expressions.compile(text), context));
 }

@@ -52,6 +52,35 @@ function renderString(text: string, evaluateText: EvaluateText): unknown {
   );
 }
 
+/**
+ * A URL template filled in: placeholders in the scheme and host are filled as written (the
+ * outbound allow-list judges the host that results), and every placeholder after the host, in
+ * the path, query or fragment, is percent-encoded as one component (`encodeURIComponent`). So
+ * `/patients/{{ payload.id }}/notify?note={{ payload.note }}` stays that path whatever the
+ * values hold: `../admin?all=1#` becomes `..%2Fadmin%3Fall%3D1%23`, not another endpoint.
+ * A template that is one placeholder alone (the whole URL from data) is filled as written.
+ */
+export function renderUrlTemplate(template: string, evaluateText: EvaluateText): unknown {
+  const matches = [...template.matchAll(placeholderPattern())];
+  if (matches.length === 0) return template;
+  if (matches.length === 1 && matches[0][0] === template) return asValue(evaluateText(matches[0][1].trim()));
+  const hostEnds = pathStartOf(template, matches);
+  return template.replace(placeholderPattern(), (whole, expression: string, offset: number) => {
+    const text = asText(evaluateText(expression.trim()));
+    return offset >= hostEnds ? encodeURIComponent(text) : text;
+  });
+}
+
+/** Where the path (or query, or fragment) of a URL template starts: its first `/`, `?` or `#` after `scheme://`, outside placeholders. */
+function pathStartOf(template: string, placeholders: RegExpExecArray[] | RegExpMatchArray[]): number {
+  const insidePlaceholder = (i: number) => placeholders.some((m) => i >= m.index! && i < m.index! + m[0].length);
+  const scheme = /^[a-z][a-z0-9+.-]*:\/\//i.exec(template);
+  for (let i = scheme ? scheme[0].length : 0; i < template.length; i++) {
+    if ('/?#'.includes(template[i]) && !insidePlaceholder(i)) return i;
+  }
+  return template.length;
+}
+
 function asValue(items: unknown[]): unknown {
   if (items.length === 0) return null;
   return items.length === 1 ? items[0] : items;

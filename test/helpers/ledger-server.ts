@@ -9,6 +9,8 @@ import type { AddressInfo } from 'node:net';
 export interface LedgerRequest {
   method: string;
   path: string;
+  /** The request target as sent: path and query. */
+  target: string;
   headers: http.IncomingHttpHeaders;
   body: string;
 }
@@ -40,7 +42,7 @@ export class LedgerServer {
       req.on('data', (chunk: Buffer) => chunks.push(chunk));
       req.on('end', () => {
         const path = (req.url ?? '/').split('?')[0];
-        this.requests.push({ method: req.method ?? '', path, headers: req.headers, body: Buffer.concat(chunks).toString('utf8') });
+        this.requests.push({ method: req.method ?? '', path, target: req.url ?? '/', headers: req.headers, body: Buffer.concat(chunks).toString('utf8') });
         const replies: Reply[] = this.script.get(path) ?? [{ status: 200, body: { ok: true } }];
         const reply = replies.length > 1 ? replies.shift()! : replies[0];
         if (reply.hang) return;

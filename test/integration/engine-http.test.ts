@@ -52,6 +52,20 @@ describeEachStore('engine: http automation', (env) => {
     expect(step).toMatchObject({ type: 'http', outcome: 'ok', output: { status: 201, body: { accepted: true, id: 7 } } });
   });
 
+  it('percent-encodes what placeholders put in the path or query: run data cannot choose another endpoint', async () => {
+    const ws = await env.workspace();
+    const { triggerId } = await webTriggerFor(
+      ws,
+      chain('Encoded', [httpStep('notify', { method: 'GET', url: `${ledger.url('/patients')}/{{payload.id}}/notify?note={{payload.note}}&n={{payload.n}}` })]),
+    );
+    const runId = await fire(ws, triggerId, { id: '../../admin/delete?all=1#', note: 'a&b=c d', n: 3 });
+    const before = ledger.requests.length;
+    await testWorker(env).drain();
+    expect((await getRun(ws, runId)).automationStatus).toBe('completed');
+    const [sent] = ledger.requests.slice(before);
+    expect(sent.target).toBe('/patients/..%2F..%2Fadmin%2Fdelete%3Fall%3D1%23/notify?note=a%26b%3Dc%20d&n=3');
+  });
+
   it('logs why it tries again without the host or path, which placeholders may have filled from data', async () => {
     const ws = await env.workspace();
     const { triggerId } = await webTriggerFor(

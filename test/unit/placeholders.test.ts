@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { compileExpression, evaluate, type ExpressionContext } from '../../src/lib/fhirpath.js';
-import { findPlaceholders, renderPlaceholders } from '../../src/lib/placeholders.js';
+import { findPlaceholders, renderPlaceholders, renderUrlTemplate } from '../../src/lib/placeholders.js';
 
 const context: ExpressionContext = {
   payload: { riskScore: 7, resource: { resourceType: 'Observation', status: 'final' } },
@@ -117,5 +117,26 @@ describe('renderPlaceholders', () => {
     const rendered = renderPlaceholders(input, withFhirPath) as Record<string, unknown>;
     expect(Object.getPrototypeOf(rendered)).toBe(Object.prototype);
     expect(Object.getOwnPropertyDescriptor(rendered, '__proto__')?.value).toEqual({ polluted: 'p-1' });
+  });
+});
+
+describe('renderUrlTemplate', () => {
+  const values: Record<string, unknown[]> = { host: ['lab.example'], id: ['a/b?c#d'], q: ['x&y=z'], url: ['https://other.example/p?q=1'], none: [] };
+  const evaluateText = (text: string) => values[text] ?? [];
+
+  it('encodes what fills the path, query or fragment, one component each', () => {
+    expect(renderUrlTemplate('https://lab.example/p/{{id}}?q={{q}}#{{id}}', evaluateText)).toBe('https://lab.example/p/a%2Fb%3Fc%23d?q=x%26y%3Dz#a%2Fb%3Fc%23d');
+    expect(renderUrlTemplate('https://lab.example?q={{q}}', evaluateText)).toBe('https://lab.example?q=x%26y%3Dz');
+  });
+
+  it('fills the scheme and host as written (the allow-list judges the host that results)', () => {
+    expect(renderUrlTemplate('https://{{host}}/p/{{id}}', evaluateText)).toBe('https://lab.example/p/a%2Fb%3Fc%23d');
+    expect(renderUrlTemplate('https://{{host}}:8443', evaluateText)).toBe('https://lab.example:8443');
+  });
+
+  it('takes a URL that is one placeholder alone as it is, and leaves text without placeholders alone', () => {
+    expect(renderUrlTemplate('{{url}}', evaluateText)).toBe('https://other.example/p?q=1');
+    expect(renderUrlTemplate('https://lab.example/p?q=a b', evaluateText)).toBe('https://lab.example/p?q=a b');
+    expect(renderUrlTemplate('https://lab.example/p/{{none}}', evaluateText)).toBe('https://lab.example/p/');
   });
 });

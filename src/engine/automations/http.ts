@@ -12,7 +12,7 @@
  * secret back has it replaced by `[secret]` in the step's output.
  */
 import type { HttpWith } from '../../modules/blueprints/blueprint.js';
-import { render } from '../run-context.js';
+import { render, renderUrl } from '../run-context.js';
 import type { StepResult } from '../executor.js';
 import { backoffDelay, isRetryableStatus, retryAfterMs } from '../outbound/backoff.js';
 import { OutboundNetworkError, OutboundRefusedError, sendOutbound, type OutboundAnswer } from '../outbound/outbound-request.js';
@@ -28,7 +28,8 @@ export const httpAutomation: AutomationHandler = {
     const written = step.automation.with as HttpWith;
     const { plain, named } = splitSecretHeaders(written.headers);
     const settings = render(step.expressions, step.context, { ...written, headers: plain });
-    const url = parseUrl(settings.url);
+    // The URL apart: what fills its path or query is encoded, so data cannot change the endpoint.
+    const url = parseUrl(renderUrl(step.expressions, step.context, written.url));
     const body = settings.body === undefined || settings.method === 'GET' ? null : JSON.stringify(settings.body);
     // Made at the first try that can read the secrets: a database that does not answer is
     // retried like a network failure. The same headers then go with every try.
