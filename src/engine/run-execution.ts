@@ -14,7 +14,7 @@ import type { ExpressionCache } from '../lib/fhirpath.js';
 import { uuidv7 } from '../lib/ids.js';
 import type { RunStepTable } from '../storage/database.js';
 import { AUTOMATIONS } from './automations/index.js';
-import { ReplanNeeded, StepFailure, type LocalOutcome, type StepRequest } from './automations/automation.js';
+import { LeaseLost, ReplanNeeded, StepFailure, type LocalOutcome, type StepRequest } from './automations/automation.js';
 import { hasEventWaits, type EngineState, type OpenStep, type RunEnd } from './engine-state.js';
 import type { EngineServices } from './engine-services.js';
 import { beginStep, finishStep, plan, planAfterStep, type Move, type ReceivedEvent, type StepResult } from './executor.js';
@@ -162,7 +162,15 @@ export class RunExecution {
       expressions: this.expressions,
       now,
       stepKey: `${this.run.id}:${nodeId}:${automation.id}`,
+      stillHeld: () => this.stillHeld(),
     };
+  }
+
+  /** Whether the store still shows this run leased to us at our fence (and the heartbeat agrees). */
+  private async stillHeld(): Promise<boolean> {
+    if (this.control.lost()) return false;
+    const row = await readRunLease(this.services.db, this.run.id);
+    return row !== undefined && row.lease_owner === this.lease.owner && row.lease_fence === this.lease.fence;
   }
 
   private async runStep(state: EngineState, move: Extract<Move, { kind: 'run' }>, now: Date): Promise<Turn> {
@@ -225,6 +233,8 @@ export class RunExecution {
     try {
       result = await call(request, this.services);
     } catch (error) {
+      // Taken over mid-call: the new holder owns the step now; write nothing, send nothing more.
+      if (error instanceof LeaseLost) return 'done';
       result = failureOutcome(error, request).result;
     }
     const finishedAt = this.nowIso();

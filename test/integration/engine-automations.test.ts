@@ -271,6 +271,7 @@ describeEachStore('engine: automations', (env) => {
         expressions: new ExpressionCache(),
         now: new Date(),
         stepKey: `${runId}:spawn:go`,
+        stillHeld: async () => true,
       },
       engineServices(env.container),
     );
@@ -412,7 +413,7 @@ describeEachStore('engine: waits', (env) => {
     const request = {
       run: { id: runId, workspaceId: ws.workspaceId, triggerId, payload: null, subject: null },
       nodeId: 'wait', automation, context: { payload: null, subject: null, steps: {}, vars: {} },
-      expressions: new ExpressionCache(), now: clock.now(), stepKey: `${runId}:wait:visit`,
+      expressions: new ExpressionCache(), now: clock.now(), stepKey: `${runId}:wait:visit`, stillHeld: async () => true,
     };
     const timeout = waitForEventAutomation.wake(request, { stepId: 'x', automationId: 'visit', attempt: 1, startedAt: at, dueAt: at, event: 'Encounter.finished' }, 'timeout');
     expect(timeout.alone).toBe(true);

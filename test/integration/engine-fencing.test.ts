@@ -135,6 +135,31 @@ describeEachStore('engine: leases and fencing', (env) => {
     expect(JSON.parse(row.engine_state!).steps.post.outcome).toBe('ok');
   });
 
+  it('a stale worker whose try failed while it lost the run does not try again: the call is not sent a third time', async () => {
+    const ws = await env.workspace();
+    const path = `/stalled-${env.kind}`;
+    // The stale worker's try answers 503 late (as a try that timed out in a stalled process);
+    // the new holder's gets a 200. Another try from the stale worker would be a third request.
+    ledger.on(path, { status: 503, delayMs: 1_500 }, { status: 200, delayMs: 20 });
+    const { triggerId } = await webTriggerFor(ws, chain('Stalled', [
+      { id: 'call', automations: [{ id: 'post', type: 'http', with: { method: 'POST', url: ledger.url(path), body: {} } }] },
+    ]));
+    const runId = await fire(ws, triggerId);
+    const stale = testWorker(env, { workerId: 'stale', leaseMs: 60_000 }, { backoff: { attempts: 4, baseMs: 50, maxMs: 50 } });
+    const fresh = testWorker(env, { workerId: 'fresh' });
+    const before = ledger.requests.length;
+    const staleRun = stale.runOnce();
+    await until(() => ledger.requests.length > before, 'the first call');
+    await env.db.updateTable('runs').set({ available_at: '2000-01-01T00:00:00.000Z' }).where('id', '=', runId).execute();
+    expect(await fresh.runOnce()).toBe(1);
+    expect((await getRun(ws, runId)).automationStatus).toBe('completed');
+    await staleRun;
+    await sleep(200);
+    expect(ledger.requests.slice(before).map((r) => r.headers['idempotency-key'])).toEqual([`${runId}:call:post`, `${runId}:call:post`]);
+    expect((await getSteps(ws, runId)).map((s) => [s.attempt, s.outcome])).toEqual([[1, 'interrupted'], [2, 'ok']]);
+    expect(await getRun(ws, runId)).toMatchObject({ automationStatus: 'completed', error: null });
+  });
+
   it('a run held by a worker that died is taken over once its lease expires', async () => {
     const ws = await env.workspace();
     const { triggerId } = await webTriggerFor(ws, oneSet);

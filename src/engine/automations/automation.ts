@@ -26,7 +26,17 @@ export interface StepRequest {
   now: Date;
   /** `<runId>:<nodeId>:<automationId>`: the same for every attempt of this step. */
   stepKey: string;
+  /**
+   * Whether this worker still holds the run (its lease, at its fence), asked of the store. A call
+   * asks before it tries again: a worker that stalled (a pause of the process, a frozen VM)
+   * past its lease finds its try timed out when it wakes, and must not send it again once
+   * another worker has taken the run over and recorded the outcome.
+   */
+  stillHeld(): Promise<boolean>;
 }
+
+/** Thrown by a call that found its run taken over: the worker lets go and writes nothing. */
+export class LeaseLost extends Error {}
 
 /** A database write that belongs to the step's own transaction. */
 export type StepWrite = (tx: DbOrTx, at: string) => Promise<void>;

@@ -16,7 +16,7 @@ import { render, renderUrl } from '../run-context.js';
 import type { StepResult } from '../executor.js';
 import { backoffDelay, isRetryableStatus, retryAfterMs } from '../outbound/backoff.js';
 import { OutboundNetworkError, OutboundRefusedError, sendOutbound, type OutboundAnswer } from '../outbound/outbound-request.js';
-import { StepFailure, type AutomationHandler, type StepRequest } from './automation.js';
+import { LeaseLost, StepFailure, type AutomationHandler, type StepRequest } from './automation.js';
 import { fillSecrets, mentionsSecrets, secretNamesIn } from '../../modules/secrets/secret-refs.js';
 import { isTransientStoreError } from '../../lib/store-errors.js';
 
@@ -67,6 +67,9 @@ export const httpAutomation: AutomationHandler = {
       const delay = hinted !== null ? Math.min(hinted, backoff.maxMs) : backoffDelay(attempt, backoff);
       services.logger.warn({ runId: step.run.id, nodeId: step.nodeId, automationId: step.automation.id, attempt, problem: lastKind }, 'http automation will try again');
       await new Promise((wake) => setTimeout(wake, delay));
+      // The run may have been taken over while this worker stalled (its try then timed out):
+      // the new holder repeats the call itself, and this one must not send it a second time.
+      if (!(await step.stillHeld())) throw new LeaseLost('the run was taken over before the next try');
     }
     throw new Error('unreachable: the loop returns on its last try');
   },
