@@ -24,18 +24,41 @@ export function afterDuration(now: Date, duration: string): string {
 /**
  * The next time strictly after `now` at which the wall clock in `timezone` reads `until`
  * (HH:MM or HH:MM:SS). A local time that does not exist that day (a DST gap) moves forward by
- * the gap, as luxon does; a doubled one (DST fall back) is taken at its first occurrence.
+ * the gap, as luxon does. A local time that happens twice (DST fall back: 01:30 comes once in
+ * summer time, then again an hour later in winter time) is due at whichever occurrence comes
+ * first after `now`: at 01:57 summer time, "01:00" is three minutes away, not a day.
  */
 export function nextLocalTime(now: Date, until: string, timezone: string): string {
   const match = /^(\d{2}):(\d{2})(?::(\d{2}))?$/.exec(until);
   if (!match) throw new TimerSettingError(`"${until}" is not a local time HH:MM or HH:MM:SS`);
-  const [hour, minute, second] = [Number(match[1]), Number(match[2]), Number(match[3] ?? 0)];
+  const wall = { hour: Number(match[1]), minute: Number(match[2]), second: Number(match[3] ?? 0) };
   const local = DateTime.fromJSDate(now, { zone: timezone });
   if (!local.isValid) throw new TimerSettingError(`"${timezone}" is not an IANA time zone`);
-  const at = (day: DateTime) => day.set({ hour, minute, second, millisecond: 0 });
-  let candidate = at(local);
-  if (candidate.toMillis() <= now.getTime()) candidate = at(local.plus({ days: 1 }));
-  return candidate.toJSDate().toISOString();
+  // The day before too: a zone that falls back across midnight shows yesterday's date again.
+  for (const days of [-1, 0, 1, 2]) {
+    const next = occurrences(local.plus({ days }), wall, timezone).find((at) => at > now.getTime());
+    if (next !== undefined) return new Date(next).toISOString();
+  }
+  throw new Error(`no ${until} in ${timezone} within two days of ${now.toISOString()}`);
+}
+
+/**
+ * The instants at which the wall clock in `timezone` reads `wall` on `day`'s date, earliest
+ * first: one on most days, two on a fall-back day, and in a gap the instant luxon moves it to.
+ */
+function occurrences(day: DateTime, wall: { hour: number; minute: number; second: number }, timezone: string): number[] {
+  const asIfUtc = Date.UTC(day.year, day.month - 1, day.day, wall.hour, wall.minute, wall.second);
+  // Every offset the zone uses around that day; the wall time minus each is a candidate.
+  const offsets = new Set([-1, 0, 1].map((d) => DateTime.fromMillis(asIfUtc + d * 86_400_000, { zone: timezone }).offset));
+  const found = [...offsets]
+    .map((offsetMinutes) => asIfUtc - offsetMinutes * 60_000)
+    .filter((at) => {
+      const seen = DateTime.fromMillis(at, { zone: timezone });
+      return seen.day === day.day && seen.hour === wall.hour && seen.minute === wall.minute && seen.second === wall.second;
+    })
+    .sort((a, b) => a - b);
+  if (found.length > 0) return found;
+  return [DateTime.fromObject({ year: day.year, month: day.month, day: day.day, ...wall, millisecond: 0 }, { zone: timezone }).toMillis()];
 }
 
 /** When a `wait` automation started at `now` is due. */

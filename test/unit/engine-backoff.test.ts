@@ -52,4 +52,22 @@ describe('wait timers', () => {
     // Paris moves to UTC+2 on 2030-03-31: 09:00 local is 08:00Z the day before and 07:00Z after.
     expect(nextLocalTime(new Date('2030-03-30T12:00:00Z'), '09:00', 'Europe/Paris')).toBe('2030-03-31T07:00:00.000Z');
   });
+
+  it('moves a local time that does not exist (spring forward) on by the gap', () => {
+    // New York skips 02:00–03:00 on 2027-03-14 (07:00Z): 02:30 is taken as 03:30 EDT.
+    expect(nextLocalTime(new Date('2027-03-14T05:00:00Z'), '02:30', 'America/New_York')).toBe('2027-03-14T07:30:00.000Z');
+  });
+
+  it('takes a local time that happens twice (fall back) at whichever occurrence comes next', () => {
+    // New York falls back at 2027-11-07T06:00Z: 01:00–02:00 EDT (05:00–06:00Z), then 01:00–02:00 EST (06:00–07:00Z).
+    const next = (now: string, until: string) => nextLocalTime(new Date(now), until, 'America/New_York');
+    expect(next('2027-11-07T05:15:00Z', '01:30')).toBe('2027-11-07T05:30:00.000Z');
+    expect(next('2027-11-07T05:45:00Z', '01:30')).toBe('2027-11-07T06:30:00.000Z');
+    expect(next('2027-11-07T05:57:45Z', '01:00')).toBe('2027-11-07T06:00:00.000Z');
+    expect(next('2027-11-07T06:15:00Z', '01:30')).toBe('2027-11-07T06:30:00.000Z');
+    expect(next('2027-11-07T06:45:00Z', '01:30')).toBe('2027-11-08T06:30:00.000Z');
+    expect(next('2027-11-07T06:45:00Z', '03:00')).toBe('2027-11-07T08:00:00.000Z');
+    // Paris falls back at 2030-10-27T01:00Z: 02:30 CEST is 00:30Z, 02:30 CET 01:30Z.
+    expect(nextLocalTime(new Date('2030-10-27T00:45:00Z'), '02:30', 'Europe/Paris')).toBe('2030-10-27T01:30:00.000Z');
+  });
 });
