@@ -7,6 +7,7 @@ import { parseJson } from '../lib/json.js';
 import { findDiagram, loadBlueprintGraph } from '../modules/diagrams/diagram.repository.js';
 import { parseEngineState, nodeStateOf, type NodeState } from './engine-state.js';
 import { listStepRows } from './sql/step-rows.js';
+import { isTerminal } from './run-status.js';
 
 export interface StepView {
   stepId: string;
@@ -65,11 +66,20 @@ interface StoredGraph {
   links: unknown[];
 }
 
+/**
+ * A node's state as the graph shows it: the engine's, except that a node still `active` or
+ * `waiting` when its run ended (canceled mid-wait or mid-call, or stopped while another branch
+ * waited) shows `interrupted`, finished when the run ended. The engine leaves such nodes as they
+ * were (the run's end is what closed them), and a graph that kept them `waiting` read as a run
+ * still waiting.
+ */
+export type NodeView = NodeState | 'interrupted';
+
 export interface GraphView {
   name: string;
   tags: string[];
   swimlanes: unknown[];
-  nodes: (StoredNode & { state?: NodeState; startedAt?: string | null; finishedAt?: string | null })[];
+  nodes: (StoredNode & { state?: NodeView; startedAt?: string | null; finishedAt?: string | null })[];
   links: unknown[];
 }
 
@@ -92,13 +102,21 @@ export async function diagramGraph(db: DbOrTx, workspaceId: string, id: string):
     links: stored.links,
   };
   if (diagram.type !== 'instance') return graph;
-  const run = await db.selectFrom('runs').select('engine_state').where('id', '=', id).executeTakeFirst();
+  const run = await db.selectFrom('runs').select(['engine_state', 'automation_status', 'updated_at']).where('id', '=', id).executeTakeFirst();
   const state = parseEngineState(run?.engine_state ?? null);
+  const endedAt = run && isTerminal(run.automation_status) ? run.updated_at : null;
   return {
     ...graph,
     nodes: stored.nodes.map((node) => {
       const progress = state?.nodes[node.id];
-      return { ...node, state: nodeStateOf(state, node.id), startedAt: progress?.startedAt ?? null, finishedAt: progress?.finishedAt ?? null };
+      const engineState = nodeStateOf(state, node.id);
+      const cutShort = endedAt !== null && (engineState === 'active' || engineState === 'waiting');
+      return {
+        ...node,
+        state: cutShort ? 'interrupted' : engineState,
+        startedAt: progress?.startedAt ?? null,
+        finishedAt: cutShort ? endedAt : (progress?.finishedAt ?? null),
+      };
     }),
   };
 }

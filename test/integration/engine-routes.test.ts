@@ -50,6 +50,25 @@ describeEachStore('engine: steps and graph endpoints', (env) => {
     expect(timeline.steps.map((s: { automationId: string; outcome: string | null }) => [s.automationId, s.outcome])).toEqual([['s', 'ok'], ['nap', null]]);
   });
 
+  it('a run that ended mid-wait shows the waiting node interrupted, finished when the run ended', async () => {
+    const ws = await env.workspace();
+    const { triggerId } = await webTriggerFor(ws, blueprint);
+    const runId = await fire(ws, triggerId);
+    await testWorker(env).drain();
+    const canceled = await ws.call('POST', `/v1/runs/${runId}/cancel`);
+    expect(canceled.statusCode, canceled.body).toBe(200);
+    const graph = (await ws.call('GET', `/v1/diagrams/${runId}/graph`)).json();
+    expect(graph.nodes.map((n: { id: string; state: string }) => [n.id, n.state])).toEqual([
+      ['start', 'done'],
+      ['a', 'done'],
+      ['b', 'interrupted'],
+      ['done', 'pending'],
+    ]);
+    expect(graph.nodes[2].finishedAt).toBe(canceled.json().updatedAt);
+    const [, nap] = (await ws.call('GET', `/v1/runs/${runId}/steps`)).json().steps;
+    expect(nap).toMatchObject({ automationId: 'nap', outcome: 'canceled' });
+  });
+
   it('unknown ids, other workspaces\' ids and non-UUIDs answer 404; scopes are enforced', async () => {
     const ws = await env.workspace();
     const other = await env.workspace();

@@ -10,7 +10,8 @@ import { notFound } from '../../lib/errors.js';
 import { diagramGraph, runTimeline } from '../../engine/run-views.js';
 import { recordAudit } from '../../modules/audit/audit.repository.js';
 
-const NODE_STATES = ['pending', 'active', 'waiting', 'done', 'skipped', 'failed'] as const;
+/** The engine's node states, and `interrupted`: active or waiting when the run ended (run-views.ts). */
+const NODE_STATES = ['pending', 'active', 'waiting', 'done', 'skipped', 'failed', 'interrupted'] as const;
 
 const StepSchema = Type.Object({
   stepId: Uuid,
