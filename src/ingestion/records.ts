@@ -108,7 +108,9 @@ export function checkPlainRecord(value: unknown): { record: PlainRecord } | { pr
   };
 }
 
-// The elements that point at the patient a resource is about, in the order they are tried.
+// The elements that point at the patient a resource is about, in the order they are tried;
+// then, for resources that name their patient among participants (Appointment), each
+// `participant[].actor` in turn, where only a Patient counts.
 const SUBJECT_ELEMENTS = ['subject', 'patient', 'beneficiary', 'individual'] as const;
 const PATIENT_REFERENCE = /(?:^|\/)Patient\/([A-Za-z0-9\-.]{1,64})(?:\/_history\/[A-Za-z0-9\-.]{1,64})?$/;
 
@@ -122,9 +124,7 @@ export function subjectReferenceOf(
   byFullUrl?: ReadonlyMap<string, FhirResource>,
 ): string | null {
   if (resource.resourceType === 'Patient') return nonEmptyString(resource.id) ? resource.id : null;
-  for (const element of SUBJECT_ELEMENTS) {
-    const reference = (resource[element] as { reference?: unknown } | undefined)?.reference;
-    if (typeof reference !== 'string') continue;
+  for (const reference of patientReferenceCandidates(resource)) {
     const target = byFullUrl?.get(reference);
     if (target) {
       if (target.resourceType === 'Patient' && nonEmptyString(target.id)) return target.id;
@@ -134,4 +134,17 @@ export function subjectReferenceOf(
     if (id) return id;
   }
   return null;
+}
+
+function* patientReferenceCandidates(resource: FhirResource): Generator<string> {
+  for (const element of SUBJECT_ELEMENTS) {
+    const reference = (resource[element] as { reference?: unknown } | undefined)?.reference;
+    if (typeof reference === 'string') yield reference;
+  }
+  const participants = resource.participant;
+  if (!Array.isArray(participants)) return;
+  for (const participant of participants) {
+    const reference = (participant as { actor?: { reference?: unknown } } | null)?.actor?.reference;
+    if (typeof reference === 'string') yield reference;
+  }
 }

@@ -126,6 +126,25 @@ describeEachStore('event triggers', (env) => {
     }
   });
 
+  it('gives an Appointment.booked run the patient among the appointment\'s participants', async () => {
+    const ws = await env.workspace();
+    const feed = await createEndpoint(ws);
+    const booked = await eventTrigger(ws, 'Appointment.booked');
+    const appointment = {
+      resourceType: 'Appointment',
+      id: 'appt-1',
+      status: 'booked',
+      participant: [
+        { actor: { reference: 'Practitioner/dr-1' }, status: 'accepted' },
+        { actor: { reference: 'Patient/p-appt' }, status: 'accepted' },
+      ],
+    };
+    await deliverAndProcess(env, feed, collection(patient('p-appt'), appointment));
+    const subject = await findRecordByExtId(env.db, ws.workspaceId, 'Patient', 'p-appt');
+    const rows = await env.db.selectFrom('runs').select('subject_record_id').where('trigger_id', '=', booked.triggerId).execute();
+    expect(rows).toEqual([{ subject_record_id: subject!.id }]);
+  });
+
   it('autoStart false makes queued runs; inactive and deleted triggers start none', async () => {
     const ws = await env.workspace();
     const feed = await createEndpoint(ws);

@@ -321,6 +321,18 @@ describe('subjectReferenceOf', () => {
     expect(subjectReferenceOf(encounter({ reference }))).toBe(expected);
   });
 
+  it('finds an Appointment\'s patient among its participants, whatever their order; only a Patient counts', () => {
+    expect(subjectReferenceOf(example('Appointment-example.json'))).toBe('example');
+    const appointment = (actors: string[]): FhirResource => ({
+      resourceType: 'Appointment',
+      id: 'a',
+      status: 'booked',
+      participant: actors.map((reference) => ({ actor: { reference }, status: 'accepted' })),
+    });
+    expect(subjectReferenceOf(appointment(['Practitioner/dr', 'Location/1', 'Patient/p-ok']))).toBe('p-ok');
+    expect(subjectReferenceOf(appointment(['Practitioner/dr', 'Location/1']))).toBeNull();
+  });
+
   it('returns null without a reference', () => {
     expect(subjectReferenceOf(encounter(undefined))).toBeNull();
     expect(subjectReferenceOf(encounter({ display: 'Ann' }))).toBeNull();

@@ -81,11 +81,22 @@ export type AutomationHandler =
  */
 export function requireSubject(step: StepRequest) {
   if (!step.run.subject) {
+    const needs = `${step.automation.type} needs the run's subject`;
+    if (isEventPayload(step.run.payload)) {
+      throw new StepFailure(
+        `${needs}, and this run has none: its event's resource names no patient (a run started by an event takes the patient from the resource's subject, patient, beneficiary or individual, or an Appointment's participant)`,
+      );
+    }
     throw new StepFailure(
       subjectReference(step.run.payload) !== null
-        ? `${step.automation.type} needs the run's subject, and payload.subject names a patient that is not a record of this workspace (deliver the Patient first, or check the reference)`
-        : `${step.automation.type} needs the run's subject, and this run has none (a fired run takes it from payload.subject, {"reference": "Patient/<extId>"})`,
+        ? `${needs}, and payload.subject names a patient that is not a record of this workspace (deliver the Patient first, or check the reference)`
+        : `${needs}, and this run has none (a fired run takes it from payload.subject, {"reference": "Patient/<extId>"})`,
     );
   }
   return step.run.subject;
+}
+
+/** A run started by an event carries `{event, resource, deliveryId}` (DESIGN §7). */
+function isEventPayload(payload: unknown): boolean {
+  return typeof payload === 'object' && payload !== null && typeof (payload as { event?: unknown }).event === 'string' && 'resource' in payload;
 }
