@@ -1,5 +1,6 @@
 import { invalidRequest } from '../lib/errors.js';
 import { checkPlainRecord, type PlainRecord } from './records.js';
+import { FHIR_R4_RESOURCE_TYPES } from './events.js';
 
 /**
  * A delivery body (DESIGN §7) as a flat list of items. Accepted shapes:
@@ -9,7 +10,10 @@ import { checkPlainRecord, type PlainRecord } from './records.js';
  *  - a plain record `{"resourceType": "Patient"|"Practitioner", "extId", "name", "tags"}`,
  *    or `{"records": [...]}`.
  * A body of another shape is rejected whole (`invalid_request`); a bad entry or record inside an
- * accepted shape becomes a problem, so the rest of the delivery still counts.
+ * accepted shape becomes a problem, so the rest of the delivery still counts. A body that is one
+ * resource or one plain record is rejected whole when that one cannot be taken (a type FHIR R4
+ * does not have, no id, a record field it does not know): a 202 that accepted nothing told the
+ * sender its data was delivered.
  * Resources are not checked against the FHIR schema here: that is fhir-validate's job.
  */
 
@@ -74,11 +78,23 @@ export function parseDeliveryBody(body: unknown): DeliveryItems {
   }
   if (Object.hasOwn(body, 'extId')) {
     addRecord(out, body, 0);
-    return out;
+    return onlyItemTaken(out, 'The plain record');
   }
   if (!RESOURCE_TYPE.test(body.resourceType)) throw invalidRequest('"resourceType" is not a FHIR resource type name');
-  if (body.resourceType === 'Bundle') addBundle(out, body, 1);
-  else addResource(out, body as FhirResource, undefined);
+  if (body.resourceType === 'Bundle') {
+    addBundle(out, body, 1);
+    return out;
+  }
+  if (!KNOWN_TYPES.has(body.resourceType)) throw invalidRequest(`"resourceType" ${body.resourceType} is not a FHIR R4 resource type`);
+  addResource(out, body as FhirResource, undefined);
+  return onlyItemTaken(out, 'The resource');
+}
+
+const KNOWN_TYPES = new Set(FHIR_R4_RESOURCE_TYPES);
+
+/** A body of one item: its problem, if it has one, refuses the body (400) instead of a 202 that accepted nothing. */
+function onlyItemTaken(out: DeliveryItems, what: string): DeliveryItems {
+  if (out.problems.length > 0) throw invalidRequest(`${what} cannot be taken: ${out.problems[0].message}`);
   return out;
 }
 

@@ -112,10 +112,14 @@ describeEachStore('FHIR R4 ingestion of real data', (env) => {
     ]);
   });
 
-  it('takes a single resource of an unknown type, then reports it skipped', async () => {
+  it('refuses a body that is one resource of an unknown type (400); in a Bundle such an entry is skipped', async () => {
     const ws = await env.workspace();
     const feed = await createEndpoint(ws);
-    const answer = await deliverAndProcess(env, feed, { resourceType: 'Unicorn', id: 'u1' });
+    const refused = await deliver(env, feed, { resourceType: 'Unicorn', id: 'u1' });
+    expect(refused.statusCode).toBe(400);
+    expect(refused.json()).toMatchObject({ code: 'invalid_request', error: '"resourceType" Unicorn is not a FHIR R4 resource type', requestId: expect.any(String) });
+    expect(await env.db.selectFrom('deliveries').select('id').where('webhook_id', '=', feed.webhookId).execute()).toEqual([]);
+    const answer = await deliverAndProcess(env, feed, { resourceType: 'Bundle', type: 'collection', entry: [{ resource: { resourceType: 'Unicorn', id: 'u1' } }] });
     expect(answer.accepted).toBe(1);
     expect(await lastDelivery(ws, feed)).toMatchObject({ status: 'processed', skippedCount: 1, skipped: [{ index: 0, message: 'unknown FHIR resource type Unicorn' }] });
   });

@@ -2,6 +2,8 @@ import { sql } from 'kysely';
 import { expect, it } from 'vitest';
 import { describeEachStore } from '../helpers/test-env.js';
 import { bundle, createEndpoint, deliver, eventTrigger, processorFor, runsOf, search, type Endpoint } from '../helpers/deliveries.js';
+import { parsedHandoffFor } from '../../src/modules/deliveries/parsed-handoff.js';
+import { claimDeliveries } from '../../src/modules/deliveries/delivery.repository.js';
 
 /**
  * Deliveries claimed together are applied in one transaction (delivery-apply.ts
@@ -81,6 +83,54 @@ describeEachStore('deliveries claimed together', (env) => {
       await sql`drop trigger poison_state ${sql.raw(env.kind === 'sqlite' ? '' : 'on resource_states')}`.execute(env.db);
       if (env.kind === 'postgres') await sql`drop function poison_state()`.execute(env.db);
     }
+  });
+
+  it('a delivery claimed at intake whose lease ran out before its processor took it is applied once, not claimed twice', async () => {
+    const ws = await env.workspace();
+    const endpoint = await createEndpoint(ws);
+    // The intake claims for this processor with a lease of 1 ms, and the processor is slow to
+    // take them (a backlog): when it does, the store also offers them again (lease run out).
+    const processor = processorFor(env, { leaseMs: 1 });
+    const claimant = (processor as unknown as { claimant: { owner: string; leaseMs: number } }).claimant;
+    const handoff = parsedHandoffFor(env.db);
+    handoff.attach(claimant);
+    try {
+      const patient = (i: number) => ({ resourceType: 'Patient', id: `late-${i}`, name: [{ family: `Late ${i}` }] });
+      for (let i = 0; i < 3; i++) expect((await deliver(env, endpoint, patient(i), { key: `late-${i}` })).statusCode).toBe(202);
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      expect(await processor.processBatch()).toBe(3);
+      expect((await listed(ws, endpoint)).map((d) => [d.idempotencyKey, d.status, d.error])).toEqual([
+        ['late-0', 'processed', null],
+        ['late-1', 'processed', null],
+        ['late-2', 'processed', null],
+      ]);
+      expect((await search(ws, 'Patient')).total).toBe(3);
+    } finally {
+      handoff.detach(claimant);
+    }
+  });
+
+  it('a processor holds the leases of the deliveries it works on: another cannot claim one that outlasts its lease', async () => {
+    const ws = await env.workspace();
+    const endpoint = await createEndpoint(ws);
+    expect((await deliver(env, endpoint, { resourceType: 'Patient', id: 'held-1' }, { key: 'held-1' })).statusCode).toBe(202);
+    const slow = processorFor(env, { leaseMs: 90 });
+    const other = processorFor(env, { leaseMs: 90 });
+    const owner = (slow as unknown as { owner: string }).owner;
+    const now = new Date();
+    const [claimed] = await claimDeliveries(env.db, env.container.store.dialect, owner, now.toISOString(), new Date(now.getTime() + 90).toISOString(), 10);
+    expect(claimed.idempotency_key).toBe('held-1');
+    // As processBatch does while it works: the lease is renewed every third of it.
+    const stopHolding = (slow as unknown as { holdWhileProcessing(ids: string[]): () => void }).holdWhileProcessing([claimed.id]);
+    try {
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      expect(await other.processBatch()).toBe(0);
+    } finally {
+      stopHolding();
+    }
+    await new Promise((resolve) => setTimeout(resolve, 150));
+    expect(await other.processBatch()).toBe(1);
+    expect((await listed(ws, endpoint)).map((d) => d.status)).toEqual(['processed']);
   });
 
   it('a running processor, woken by deliveries stored here, lets a burst gather and applies it from memory', async () => {

@@ -121,6 +121,10 @@ describe('parseDeliveryBody: body shapes', () => {
     ['records that are not an array', { records: { resourceType: 'Patient' } }],
     ['a wrapper whose bundle is no Bundle', { resourceType: 'Bundle', bundle: { resourceType: 'Patient' } }],
     ['a Bundle whose entry is not an array', { resourceType: 'Bundle', entry: { resource: {} } }],
+    ['one resource of a type FHIR R4 does not have', { resourceType: 'Foo', id: 'x' }],
+    ['one resource without an id', { resourceType: 'Patient', name: [{ family: 'Lee' }] }],
+    ['one plain record with a field records do not have', { resourceType: 'Patient', extId: 'rec-3', name: 'A', foo: 1 }],
+    ['one plain record of another type', { resourceType: 'Observation', extId: 'o-1' }],
   ])('rejects %s with invalid_request', (_what, body) => {
     const error = rejection(body);
     expect(error.code).toBe('invalid_request');

@@ -18,7 +18,7 @@ import { uuidv4 } from '../../lib/ids.js';
 import { ApiError } from '../../lib/errors.js';
 import type { DeliveryDigest } from '../../ingestion/delivery-digest.js';
 import { createPlannedRuns, sweepPlannedRuns, DEFAULT_PLAN_LEASE_MS, type RunStarterDeps } from '../events/planned-runs.js';
-import { claimDeliveries, markFailed, readDeliveryBodies, releaseDeliveries } from './delivery.repository.js';
+import { claimDeliveries, extendDeliveryLeases, markFailed, readDeliveryBodies, releaseDeliveries } from './delivery.repository.js';
 import {
   applyDeliveries,
   applyDelivery,
@@ -155,18 +155,50 @@ export class DeliveryProcessor {
       // With parsed bodies waiting in memory, the claim leaves the (large) bodies in the store and
       // only the ones not handed over are read.
       const withBodies = this.handoff.size === 0;
-      claimed.push(
-        ...(await claimDeliveries(
-          this.deps.db,
-          this.deps.dialect,
-          this.owner,
-          now.toISOString(),
-          new Date(now.getTime() + this.leaseMs).toISOString(),
-          this.batch - claimed.length,
-          withBodies,
-        )),
+      const fromStore = await claimDeliveries(
+        this.deps.db,
+        this.deps.dialect,
+        this.owner,
+        now.toISOString(),
+        new Date(now.getTime() + this.leaseMs).toISOString(),
+        this.batch - claimed.length,
+        withBodies,
       );
+      // A delivery claimed at intake whose lease ran out before this processor took it (a
+      // backlog) comes from the store again: it is applied once. Twice, the second copy found
+      // its digest taken and its body unread, and its rejection, unheard while the first was
+      // applied, ended the process.
+      const taken = new Set(claimed.map((delivery) => delivery.id));
+      claimed.push(...fromStore.filter((delivery) => !taken.has(delivery.id)));
     }
+    if (claimed.length === 0) return 0;
+    // Held while they are worked on: a delivery that takes longer than its lease is not claimed
+    // again meanwhile (by another process, or by this one's other loop) and counted as an attempt.
+    const stopHolding = this.holdWhileProcessing(claimed.map((delivery) => delivery.id));
+    try {
+      await this.processClaimed(claimed, fromIntake);
+    } finally {
+      stopHolding();
+    }
+    return claimed.length;
+  }
+
+  /**
+   * Extends the leases of deliveries being processed, every third of the lease, until stopped.
+   * Only this owner's and only while `processing`: one taken over or finished is left alone.
+   */
+  private holdWhileProcessing(ids: string[]): () => void {
+    const timer = setInterval(() => {
+      const until = new Date(this.deps.clock.now().getTime() + this.leaseMs).toISOString();
+      extendDeliveryLeases(this.deps.db, ids, this.owner, until).catch((error: unknown) => {
+        this.deps.logger.warn({ deliveries: ids.length, err: loggableError(error) }, 'could not extend the leases of deliveries being processed');
+      });
+    }, Math.max(10, Math.floor(this.leaseMs / 3)));
+    timer.unref();
+    return () => clearInterval(timer);
+  }
+
+  private async processClaimed(claimed: ClaimedDelivery[], fromIntake: number): Promise<void> {
     const unread = claimed.filter((d) => d.body === null && !this.handoff.has(d.id)).map((d) => d.id);
     if (unread.length > 0) {
       const bodies = await readDeliveryBodies(this.deps.db, unread);
@@ -174,15 +206,20 @@ export class DeliveryProcessor {
     }
     // Ids in order (the order of applying), wherever each was claimed.
     if (fromIntake > 0 && claimed.length > fromIntake) claimed.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
-    // Every body not handed over goes to the reader at once (its thread works while this one waits).
-    const digests = claimed.map((delivery) => this.digestOf(delivery));
+    // Every body not handed over goes to the reader at once (its thread works while this one
+    // waits). Each digest is heard at once: `prepare` awaits them one by one, and a rejection
+    // left unheard meanwhile would end the process.
+    const digests = claimed.map((delivery) => {
+      const digest = this.digestOf(delivery);
+      digest.catch(() => {});
+      return digest;
+    });
     const prepared: PreparedDelivery[] = [];
     for (const [i, delivery] of claimed.entries()) {
       const ready = await this.prepare(delivery, digests[i]);
       if (ready) prepared.push(ready);
     }
     for (const group of groupsOf(prepared, MAX_GROUP_ITEMS)) await this.applyGroup(group);
-    return claimed.length;
   }
 
   /** Finishes what dead processes left: runs of planned rows, wakes of processed deliveries. */
@@ -203,11 +240,14 @@ export class DeliveryProcessor {
   }
 
   /** The digest of a claimed delivery: handed over by the intake, or read from its stored body. */
-  private digestOf(delivery: ClaimedDelivery): Promise<DeliveryDigest> {
+  private async digestOf(delivery: ClaimedDelivery): Promise<DeliveryDigest> {
     const handedOver = this.handoff.take(delivery.id);
     if (handedOver) return handedOver;
-    if (delivery.body === null) return Promise.reject(new UnreadableDeliveryError('the stored delivery body is missing'));
-    return this.deps.reader.read(delivery.body, { stored: true }).digest();
+    // Claimed without its body because its digest was in memory, and the digest was taken
+    // meanwhile (this processor's other loop holds the same delivery): read the body now.
+    const body = delivery.body ?? (await readDeliveryBodies(this.deps.db, [delivery.id])).get(delivery.id) ?? null;
+    if (body === null) throw new UnreadableDeliveryError('the stored delivery body is missing');
+    return this.deps.reader.read(body, { stored: true }).digest();
   }
 
   /** A claimed delivery with its digest (the CPU work), before any transaction; undefined when it failed. */

@@ -284,6 +284,19 @@ export async function releaseDeliveries(db: DbOrTx, deliveryIds: readonly string
   }
 }
 
+/** Extends the leases `owner` holds on deliveries still `processing` (a heartbeat while they are worked on). */
+export async function extendDeliveryLeases(db: DbOrTx, deliveryIds: readonly string[], owner: string, until: string): Promise<void> {
+  for (let i = 0; i < deliveryIds.length; i += 1000) {
+    await db
+      .updateTable('deliveries')
+      .set({ lease_expires_at: until })
+      .where('id', 'in', deliveryIds.slice(i, i + 1000))
+      .where('status', '=', 'processing')
+      .where('lease_owner', '=', owner)
+      .execute();
+  }
+}
+
 /** Marks the delivery failed; the body is kept so an operator can look into it. */
 export async function markFailed(db: DbOrTx, deliveryId: string, owner: string, at: string, error: string): Promise<void> {
   await db
