@@ -269,6 +269,14 @@ describe('validateBlueprint: links', () => {
     expectProblem(input, 'link 2 (risk → flag): when fails even on an empty run context: Not implemented: exist');
   });
 
+  it('refuses a hyphenated name written bare (FHIRPath reads a subtraction), and takes it in backticks', () => {
+    const input = postDischarge();
+    input.links[1].when = "steps.tag-it.outcome = 'ok'";
+    expectProblem(input, 'link 2 (risk → flag): when reads steps.tag-it as "steps.tag - it" (FHIRPath subtracts); write the name in backticks: steps.`tag-it`');
+    input.links[1].when = "steps.`tag-it`.outcome = 'ok' and payload.riskScore - 1 > 4 and payload.note != 'a.b-c'";
+    expect(() => validateBlueprint(input)).not.toThrow();
+  });
+
   it('needs when to be text', () => {
     const input = postDischarge();
     input.links[1].when = true;

@@ -22,6 +22,10 @@ export function expressionProblem(text: string): string | undefined {
     if (error instanceof ExpressionSyntaxError) return `does not compile: ${error.detail}`;
     throw error;
   }
+  const hyphenated = hyphenatedName(text);
+  if (hyphenated) {
+    return `reads ${hyphenated.written} as "${hyphenated.left} - ${hyphenated.right}" (FHIRPath subtracts); write the name in backticks: ${hyphenated.quoted}`;
+  }
   try {
     evaluate(compiled, { payload: {}, subject: {}, steps: {}, vars: {} });
   } catch (error) {
@@ -31,4 +35,22 @@ export function expressionProblem(text: string): string | undefined {
     throw error;
   }
   return undefined;
+}
+
+/**
+ * A name with a hyphen written bare after a dot (`steps.tag-it.outcome`): FHIRPath reads it as a
+ * subtraction, `steps.tag - it`, which compiles, runs, and is empty, so a condition on it never
+ * holds and nothing says why. Automation ids and payload keys may hold hyphens (DESIGN §11's
+ * own example: `tag-it`); in an expression they are written `steps.\`tag-it\``. Text inside
+ * string literals and names already in backticks are not looked at; a hyphen between spaces, or
+ * before a digit, is arithmetic and is left alone.
+ */
+function hyphenatedName(text: string): { written: string; left: string; right: string; quoted: string } | undefined {
+  const bare = text.replace(/'(?:[^'\\]|\\.)*'/g, "''").replace(/`[^`]*`/g, '``');
+  const match = /\.([A-Za-z_][A-Za-z0-9_]*)-([A-Za-z_][A-Za-z0-9_-]*)/.exec(bare);
+  if (!match) return undefined;
+  const [, left, right] = match;
+  const before = /([A-Za-z_%][A-Za-z0-9_]*)$/.exec(bare.slice(0, match.index))?.[1] ?? '';
+  const prefix = before ? `${before}.` : '.';
+  return { written: `${prefix}${left}-${right}`, left: `${prefix}${left}`, right, quoted: `${prefix}\`${left}-${right}\`` };
 }
