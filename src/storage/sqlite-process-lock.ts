@@ -11,6 +11,8 @@
  * `carepath migrate` and `carepath admin` take no lock: they are short and meant to run beside
  * the service.
  */
+import { realpathSync } from 'node:fs';
+import { basename, dirname, join } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import { sqliteFileOf } from './connect.js';
 import { StoreUnavailableError } from './store-unavailable.js';
@@ -23,7 +25,7 @@ export interface ProcessLock {
 export function holdSqliteProcessLock(databaseUrl: string): ProcessLock | null {
   const file = sqliteFileOf(databaseUrl);
   if (file === null) return null;
-  const lock = new BetterSqlite3(`${file}.process-lock`, { timeout: 0 });
+  const lock = new BetterSqlite3(`${canonicalPath(file)}.process-lock`, { timeout: 0 });
   try {
     lock.pragma('journal_mode = MEMORY');
     lock.pragma('locking_mode = EXCLUSIVE');
@@ -40,4 +42,22 @@ export function holdSqliteProcessLock(databaseUrl: string): ProcessLock | null {
     throw error;
   }
   return { release: () => lock.close() };
+}
+
+/**
+ * The database file's own path, links resolved: the lock must be one per file, not per name.
+ * A second process that reached the same file through a symbolic link (or a linked folder) took
+ * a lock of its own beside the link and ran alongside the first. A file not made yet is named
+ * by its folder's real path.
+ */
+function canonicalPath(file: string): string {
+  try {
+    return realpathSync(file);
+  } catch {
+    try {
+      return join(realpathSync(dirname(file)), basename(file));
+    } catch {
+      return file;
+    }
+  }
 }

@@ -1,5 +1,5 @@
 import { afterAll, describe, expect, it } from 'vitest';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { holdSqliteProcessLock } from '../../src/storage/sqlite-process-lock.js';
@@ -27,6 +27,17 @@ describe('the SQLite process lock', () => {
     const again = holdSqliteProcessLock(url)!;
     expect(again).not.toBeNull();
     again.release();
+  });
+
+  it('is one lock per file: a symbolic link to the file, or to its folder, finds it held', () => {
+    mkdirSync(join(dir, 'real'));
+    writeFileSync(join(dir, 'real', 'carepath.db'), '');
+    symlinkSync(join(dir, 'real', 'carepath.db'), join(dir, 'link.db'));
+    symlinkSync(join(dir, 'real'), join(dir, 'linked-folder'));
+    const first = holdSqliteProcessLock(`sqlite:${join(dir, 'real', 'carepath.db')}`)!;
+    expect(() => holdSqliteProcessLock(`sqlite:${join(dir, 'link.db')}`)).toThrow(StoreUnavailableError);
+    expect(() => holdSqliteProcessLock(`sqlite:${join(dir, 'linked-folder', 'carepath.db')}`)).toThrow(StoreUnavailableError);
+    first.release();
   });
 
   it('keeps database files apart, and takes no lock for PostgreSQL or memory stores', () => {
