@@ -54,6 +54,8 @@ describeEachStore('triggers', (env) => {
       [{ name: 'x', sourceId: blueprintId, type: 'event', event: 'Observation.finalised' }, /^body\.event Observation has no status "finalised": its events are created, updated, deleted, registered, preliminary, final,/],
       [{ name: 'x', sourceId: blueprintId, type: 'event', event: 'Labresult.final' }, /^body\.event "Labresult" is not a FHIR R4 resource type/],
       [{ name: 'x', sourceId: blueprintId, type: 'event', event: 'MedicationrEquest.active' }, /names are case-sensitive: MedicationRequest$/],
+      [{ name: 'x', sourceId: blueprintId, type: 'event', event: 'encounter.finished' }, /^body\.event "encounter" is not a FHIR R4 resource type; names are case-sensitive: Encounter$/],
+      [{ name: 'x', sourceId: blueprintId, type: 'event', event: 'Encounter.Finished' }, /^body\.event Encounter has no status "Finished"/],
       [{ name: 'x', sourceId: blueprintId, type: 'search', queryId, schedule: { interval: 'PT30S', timezone: 'UTC' } }, /interval/],
       [{ name: 'x', sourceId: blueprintId, type: 'search', queryId, schedule: { interval: 'P1D', timezone: 'Mars/Base' } }, /timezone/],
       [{ name: 'x', sourceId: blueprintId, type: 'cron' }, /type/],

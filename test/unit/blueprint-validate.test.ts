@@ -460,13 +460,14 @@ describe('validateBlueprint: automations', () => {
       expectValid(withAutomation({ type: 'wait_for_event', with: { event: 'Observation.entered-in-error' } }));
     });
 
-    it('needs an event name like Type.word', () => {
-      for (const event of ['encounter.finished', 'Encounter', 'Encounter.Finished', 42]) {
+    it('needs an event name like Type.word, and names a near miss', () => {
+      for (const event of ['Encounter', 'Encounter finished', 42]) {
         expectProblem(
           withAutomation({ type: 'wait_for_event', with: { event } }),
           `${at}with.event must be an event name such as Encounter.finished, got ${JSON.stringify(event)}`,
         );
       }
+      expectProblem(withAutomation({ type: 'wait_for_event', with: { event: 'encounter.finished' } }), new RegExp(`^${at}with\\.event .*names are case-sensitive: Encounter$`));
     });
 
     it('refuses a well-formed event carepath never raises, naming the node', () => {

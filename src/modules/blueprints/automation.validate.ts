@@ -12,7 +12,7 @@ import { SECRET_NAME, mentionsSecrets, secretNamesIn } from '../secrets/secret-r
 export type Report = (problem: string) => void;
 type WithObject = Record<string, unknown>;
 
-const EVENT_NAME = /^[A-Z][A-Za-z]*\.[a-z][a-z0-9-]*$/;
+const EVENT_NAME = /^[A-Za-z]{1,64}\.[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
 const LOCAL_TIME = /^([01]\d|2[0-3]):[0-5]\d(:[0-5]\d)?$/;
 const VAR_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;

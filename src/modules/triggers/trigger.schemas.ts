@@ -3,9 +3,14 @@ import { Nullable, Timestamp, Uuid, PageLimit, CursorParam } from '../../http/sc
 
 export const TriggerType = Type.Union([Type.Literal('web'), Type.Literal('search'), Type.Literal('event')]);
 
-/** Event names are `<ResourceType>.<word>`: Encounter.finished, Patient.created (DESIGN §7). */
+/**
+ * Event names are `<ResourceType>.<word>`: Encounter.finished, Patient.created (DESIGN §7). The
+ * pattern takes the shape only, in either case: which names carepath raises is the service's to
+ * say (ingestion/events.ts `eventNameProblem`), with the near miss named (`encounter` →
+ * `Encounter`) instead of a pattern's generic refusal.
+ */
 export const EventName = Type.String({
-  pattern: '^[A-Z][A-Za-z]{1,63}\\.[a-z][a-z0-9-]{0,63}$',
+  pattern: '^[A-Za-z]{1,64}\\.[A-Za-z0-9][A-Za-z0-9._-]{0,63}$',
   description: 'event type to match, such as Encounter.finished',
 });
 
