@@ -81,6 +81,33 @@ describeEachStore('engine: automations', (env) => {
     expect(await recordTags(env, runId)).toEqual(['errored']);
   });
 
+  it('takes placeholders in any setting: filled when the step runs, then held to the rules import applies', async () => {
+    const ws = await env.workspace();
+    const subjectId = await patient(env, ws, 'p-filled');
+    const { triggerId } = await webTriggerFor(ws, chain('Filled settings', [
+      { id: 'mark', automations: [{ id: 't', type: 'tag', with: { target: 'subject', add: ['lab-{{payload.code}}'] } }] },
+      { id: 'nap', automations: [{ id: 'w', type: 'wait', with: { duration: '{{payload.delay}}' } }] },
+    ]));
+    const runId = await fire(ws, triggerId, { code: 'hba1c', delay: 'PT2H', subject: { reference: 'Patient/p-filled' } });
+    await testWorker(env).drain();
+    expect(await recordTags(env, subjectId)).toContain('lab-hba1c');
+    const [tag, wait] = await getSteps(ws, runId);
+    expect(tag).toMatchObject({ outcome: 'ok', output: { target: 'subject', add: ['lab-hba1c'], remove: [] } });
+    expect(wait.outcome).toBeNull();
+    const due = await env.db.selectFrom('runs').select('available_at').where('id', '=', runId).executeTakeFirstOrThrow();
+    expect(Date.parse(due.available_at) - Date.parse(wait.startedAt)).toBe(2 * 3600_000);
+
+    // Filled with something the rule refuses: the run errors at that node, saying which rule.
+    const bad = await fire(ws, triggerId, { code: 'Not A Slug', delay: 'PT2H', subject: { reference: 'Patient/p-filled' } });
+    await testWorker(env).drain();
+    const run = await getRun(ws, bad);
+    expect(run.automationStatus).toBe('errored');
+    expect(run.error).toEqual({
+      nodeId: 'mark',
+      message: 'tag: once its placeholders are filled, with.add[0] must be a tag slug (lower-case letters, digits, . _ : -), got "lab-Not A Slug"',
+    });
+  });
+
   it('tag on the pathway may not touch automation status tags', async () => {
     const ws = await env.workspace();
     const { triggerId } = await webTriggerFor(ws, chain('Status tag', [

@@ -394,6 +394,19 @@ describe('validateBlueprint: automations', () => {
   });
 
   describe('placeholders in with', () => {
+    it('may stand in any setting: import checks their expressions, the step checks the filled value', () => {
+      for (const automation of [
+        { type: 'tag', with: { target: 'subject', add: ['lab-{{payload.code}}'], remove: ['{{payload.old}}'] } },
+        { type: 'wait', with: { duration: '{{payload.delay}}' } },
+        { type: 'wait', with: { until: '{{payload.at}}', timezone: '{{payload.zone}}' } },
+        { type: 'wait_for_event', with: { event: '{{payload.event}}', timeout: '{{payload.timeout}}' } },
+        { type: 'start_pathway', with: { triggerId: '{{payload.next}}' } },
+        { type: 'http', with: { method: '{{payload.method}}', url: 'https://lab.example/x', timeoutMs: '{{payload.ms}}' } },
+      ]) {
+        expect(() => validateBlueprint(withAutomation(automation)), JSON.stringify(automation)).not.toThrow();
+      }
+      expectProblem(withAutomation({ type: 'wait', with: { duration: '{{payload.delay(}}' } }), /with\.duration: placeholder \{\{ payload\.delay\( \}\} does not compile/);
+    });
     it('must compile', () => {
       expectProblem(
         withAutomation({ type: 'http', with: { method: 'POST', url: 'https://example.org', body: { patient: { id: '{{ subject. }}' } } } }),
@@ -442,8 +455,8 @@ describe('validateBlueprint: automations', () => {
     });
 
     it('needs a local time and a valid time zone', () => {
-      expectProblem(withAutomation({ type: 'wait', with: { until: '24:00', timezone: 'UTC' } }), `${at}with.until must be a local time HH:MM or HH:MM:SS`);
-      expectProblem(withAutomation({ type: 'wait', with: { until: '8:00', timezone: 'UTC' } }), `${at}with.until must be a local time HH:MM or HH:MM:SS`);
+      expectProblem(withAutomation({ type: 'wait', with: { until: '24:00', timezone: 'UTC' } }), `${at}with.until must be a local time HH:MM or HH:MM:SS, got "24:00"`);
+      expectProblem(withAutomation({ type: 'wait', with: { until: '8:00', timezone: 'UTC' } }), `${at}with.until must be a local time HH:MM or HH:MM:SS, got "8:00"`);
       expectProblem(
         withAutomation({ type: 'wait', with: { until: '08:00', timezone: 'Mars/Olympus' } }),
         `${at}with.timezone must be an IANA time zone such as Europe/Paris, got "Mars/Olympus"`,
@@ -493,7 +506,7 @@ describe('validateBlueprint: automations', () => {
     it('needs subject or pathway as the target', () => {
       const input = postDischarge();
       node(input, 'flag').automations[0].with.target = 'patient';
-      expectProblem(input, 'node "flag": automation "tag-it": with.target must be "subject" or "pathway"');
+      expectProblem(input, 'node "flag": automation "tag-it": with.target must be "subject" or "pathway", got "patient"');
     });
 
     it('needs add or remove', () => {
@@ -568,7 +581,7 @@ describe('validateBlueprint: automations', () => {
     });
 
     it('needs a known method', () => {
-      expectProblem(http({ method: 'post' }), `${at}with.method must be one of GET, POST, PUT, PATCH, DELETE`);
+      expectProblem(http({ method: 'post' }), `${at}with.method must be one of GET, POST, PUT, PATCH, DELETE, got "post"`);
     });
 
     it('needs an http or https URL', () => {
@@ -626,7 +639,7 @@ describe('validateBlueprint: automations', () => {
     const at = 'node "extra": automation "auto": ';
     it('start_pathway needs a trigger UUID', () => {
       expectValid(withAutomation({ type: 'start_pathway', with: { triggerId: '0190f5a2-7c1e-7000-8000-000000000001', payload: { a: 1 } } }));
-      expectProblem(withAutomation({ type: 'start_pathway', with: { triggerId: 'trigger-1' } }), `${at}with.triggerId must be a trigger id (a UUID)`);
+      expectProblem(withAutomation({ type: 'start_pathway', with: { triggerId: 'trigger-1' } }), `${at}with.triggerId must be a trigger id (a UUID), got "trigger-1"`);
     });
 
     it('fail needs a message', () => {

@@ -16,6 +16,9 @@ import type { ReceivedEvent, StepResult } from '../executor.js';
 import type { RunInHand } from '../run-context.js';
 import type { EngineServices } from '../engine-services.js';
 import { subjectReference } from '../../modules/triggers/subject-reference.js';
+import { settingsProblems } from '../../modules/blueprints/automation.validate.js';
+import { findPlaceholders } from '../../lib/placeholders.js';
+import { render } from '../run-context.js';
 
 export interface StepRequest {
   run: RunInHand;
@@ -99,4 +102,19 @@ export function requireSubject(step: StepRequest) {
 /** A run started by an event carries `{event, resource, deliveryId}` (DESIGN §7). */
 function isEventPayload(payload: unknown): boolean {
   return typeof payload === 'object' && payload !== null && typeof (payload as { event?: unknown }).event === 'string' && 'resource' in payload;
+}
+
+/**
+ * The step's settings with their `{{ }}` placeholders filled from the run context, checked
+ * against the same rules import applies to settings written as they are (a filled-in duration
+ * must be a duration, a tag a slug): a value that breaks them errors the run at this node, with
+ * the rule it broke. Settings without placeholders were checked at import and are used as written.
+ */
+export function filledSettings<T>(step: StepRequest): T {
+  const written = step.automation.with;
+  if (findPlaceholders(written).length === 0) return written as T;
+  const filled = render(step.expressions, step.context, written);
+  const problems = settingsProblems(step.automation.type, filled);
+  if (problems.length > 0) throw new StepFailure(`${step.automation.type}: once its placeholders are filled, ${problems.join('; ')}`);
+  return filled as T;
 }

@@ -13,6 +13,7 @@
  */
 import type { HttpWith } from '../../modules/blueprints/blueprint.js';
 import { render, renderUrl } from '../run-context.js';
+import { settingsProblems } from '../../modules/blueprints/automation.validate.js';
 import type { StepResult } from '../executor.js';
 import { backoffDelay, isRetryableStatus, retryAfterMs } from '../outbound/backoff.js';
 import { OutboundNetworkError, OutboundRefusedError, sendOutbound, type OutboundAnswer } from '../outbound/outbound-request.js';
@@ -28,6 +29,9 @@ export const httpAutomation: AutomationHandler = {
     const written = step.automation.with as HttpWith;
     const { plain, named } = splitSecretHeaders(written.headers);
     const settings = render(step.expressions, step.context, { ...written, headers: plain });
+    // A method or timeout filled from data must still be one import would take.
+    const problems = settingsProblems('http', settings);
+    if (problems.length > 0) throw new StepFailure(`http: once its placeholders are filled, ${problems.join('; ')}`);
     // The URL apart: what fills its path or query is encoded, so data cannot change the endpoint.
     const url = parseUrl(renderUrl(step.expressions, step.context, written.url));
     const body = settings.body === undefined || settings.method === 'GET' ? null : JSON.stringify(settings.body);

@@ -11,13 +11,12 @@ import { systemContext } from '../../auth/context.js';
 import { fireTrigger } from '../../modules/triggers/fire.service.js';
 import { listRuns } from '../../modules/runs/run.repository.js';
 import { findWorkspace } from '../../modules/tenancy/tenancy.repository.js';
-import { render } from '../run-context.js';
-import { StepFailure, type AutomationHandler } from './automation.js';
+import { filledSettings, StepFailure, type AutomationHandler } from './automation.js';
 
 export const startPathwayAutomation: AutomationHandler = {
   mode: 'call',
   async call(step, services) {
-    const settings = render(step.expressions, step.context, step.automation.with as StartPathwayWith);
+    const settings = filledSettings<StartPathwayWith>(step);
     const workspace = await findWorkspace(services.db, step.run.workspaceId);
     if (!workspace) throw new StepFailure('start_pathway: the run\'s workspace is gone');
     const ctx = systemContext(workspace.tenant_id, step.run.workspaceId, `run:${step.run.id}`);

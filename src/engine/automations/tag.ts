@@ -5,12 +5,12 @@
 import type { TagWith } from '../../modules/blueprints/blueprint.js';
 import { changeTags } from '../../modules/records/record.repository.js';
 import { isRunStatus } from '../run-status.js';
-import { requireSubject, StepFailure, type AutomationHandler } from './automation.js';
+import { filledSettings, requireSubject, StepFailure, type AutomationHandler } from './automation.js';
 
 export const tagAutomation: AutomationHandler = {
   mode: 'local',
   decide(step) {
-    const settings = step.automation.with as TagWith;
+    const settings = filledSettings<TagWith>(step);
     const add = settings.add ?? [];
     const remove = settings.remove ?? [];
     const output = { target: settings.target, add, remove };

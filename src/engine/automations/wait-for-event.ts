@@ -7,12 +7,12 @@
 import type { WaitForEventWith } from '../../modules/blueprints/blueprint.js';
 import { afterDuration, TimerSettingError } from '../timers.js';
 import { deleteEventWait, insertEventWait } from '../sql/event-wait-rows.js';
-import { ReplanNeeded, requireSubject, StepFailure, type AutomationHandler } from './automation.js';
+import { filledSettings, ReplanNeeded, requireSubject, StepFailure, type AutomationHandler } from './automation.js';
 
 export const waitForEventAutomation: AutomationHandler = {
   mode: 'wait',
   begin(step) {
-    const settings = step.automation.with as WaitForEventWith;
+    const settings = filledSettings<WaitForEventWith>(step);
     const subject = requireSubject(step);
     let dueAt: string | null = null;
     try {

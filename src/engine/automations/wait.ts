@@ -1,13 +1,13 @@
-/** `wait`: `{duration}` or `{until, timezone}`: a durable timer (timers.ts has the arithmetic). */
+/** `wait`: `{duration}` or `{until, timezone}`, placeholders filled: a durable timer (timers.ts has the arithmetic). */
 import type { WaitWith } from '../../modules/blueprints/blueprint.js';
 import { TimerSettingError, waitDueAt } from '../timers.js';
-import { StepFailure, type AutomationHandler } from './automation.js';
+import { filledSettings, StepFailure, type AutomationHandler } from './automation.js';
 
 export const waitAutomation: AutomationHandler = {
   mode: 'wait',
   begin(step) {
     try {
-      return { dueAt: waitDueAt(step.automation.with as WaitWith, step.now) };
+      return { dueAt: waitDueAt(filledSettings<WaitWith>(step), step.now) };
     } catch (error) {
       if (error instanceof TimerSettingError) throw new StepFailure(`wait: ${error.message}`);
       throw error;

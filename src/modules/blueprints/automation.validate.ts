@@ -1,6 +1,11 @@
 /**
  * The `with` of each automation type (DESIGN §6). Each check reports problems through `report`,
  * which already carries the place (`node "flag": automation "tag-it"`), and names the field.
+ *
+ * Any string value may hold `{{ }}` placeholders (DESIGN §6). At import such a value is checked
+ * for its expressions only (its own format is known when the step runs); when the step runs, the
+ * engine fills it and checks the filled settings with the same rules (`settingsProblems`), and a
+ * value that breaks them errors the run at that node.
  */
 import { Duration, IANAZone } from 'luxon';
 import { findPlaceholders, renderPlaceholders } from '../../lib/placeholders.js';
@@ -18,6 +23,9 @@ const VAR_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 const MAX_HTTP_TIMEOUT_MS = 60_000;
+
+/** A value whose placeholders are filled when the step runs: its format is checked then. */
+const deferred = (value: unknown): boolean => typeof value === 'string' && value.includes('{{');
 
 const FIELDS: Record<AutomationType, readonly string[]> = {
   wait: ['duration', 'until', 'timezone'],
@@ -67,6 +75,14 @@ export function checkAutomationWith(type: AutomationType, withValue: unknown, re
   checkSecretMentions(type, withValue, report);
 }
 
+/** What is wrong with an automation's settings once its placeholders are filled (the engine asks when the step runs). */
+export function settingsProblems(type: AutomationType, filled: unknown): string[] {
+  const problems: string[] = [];
+  if (!isObject(filled)) return ['with must be an object'];
+  CHECKS[type](filled, (problem) => problems.push(problem));
+  return problems;
+}
+
 function checkWait(w: WithObject, report: Report): void {
   const byDuration = w.duration !== undefined;
   const byClock = w.until !== undefined || w.timezone !== undefined;
@@ -78,17 +94,19 @@ function checkWait(w: WithObject, report: Report): void {
   if (byDuration) checkDuration(w.duration, 'with.duration', report);
   if (!byClock) return;
   if (w.until === undefined) report('with.until is required with timezone');
-  else if (typeof w.until !== 'string' || !LOCAL_TIME.test(w.until)) {
-    report('with.until must be a local time HH:MM or HH:MM:SS');
+  else if (!deferred(w.until) && (typeof w.until !== 'string' || !LOCAL_TIME.test(w.until))) {
+    report(`with.until must be a local time HH:MM or HH:MM:SS, got ${show(w.until)}`);
   }
   if (w.timezone === undefined) report('with.timezone is required with until');
-  else if (typeof w.timezone !== 'string' || !IANAZone.isValidZone(w.timezone)) {
+  else if (!deferred(w.timezone) && (typeof w.timezone !== 'string' || !IANAZone.isValidZone(w.timezone))) {
     report(`with.timezone must be an IANA time zone such as Europe/Paris, got ${show(w.timezone)}`);
   }
 }
 
 function checkWaitForEvent(w: WithObject, report: Report): void {
-  if (typeof w.event !== 'string' || !EVENT_NAME.test(w.event)) {
+  if (deferred(w.event)) {
+    // Known when the step runs.
+  } else if (typeof w.event !== 'string' || !EVENT_NAME.test(w.event)) {
     report(`with.event must be an event name such as Encounter.finished, got ${show(w.event)}`);
   } else {
     // A wait on an event carepath never raises would only ever end by its timeout.
@@ -99,8 +117,8 @@ function checkWaitForEvent(w: WithObject, report: Report): void {
 }
 
 function checkTag(w: WithObject, report: Report): void {
-  if (w.target !== 'subject' && w.target !== 'pathway') {
-    report('with.target must be "subject" or "pathway"');
+  if (w.target !== 'subject' && w.target !== 'pathway' && !deferred(w.target)) {
+    report(`with.target must be "subject" or "pathway", got ${show(w.target)}`);
   }
   if (w.add === undefined && w.remove === undefined) {
     report('with needs add or remove');
@@ -111,7 +129,7 @@ function checkTag(w: WithObject, report: Report): void {
   if (w.add !== undefined && w.remove !== undefined && add.length + remove.length === 0) {
     report('with.add and with.remove are both empty');
   }
-  for (const tag of add.filter((t) => remove.includes(t))) {
+  for (const tag of add.filter((t) => remove.includes(t) && !deferred(t))) {
     report(`with: tag "${tag}" is both added and removed`);
   }
 }
@@ -137,8 +155,8 @@ function checkSet(w: WithObject, report: Report): void {
 }
 
 function checkHttp(w: WithObject, report: Report): void {
-  if (typeof w.method !== 'string' || !(HTTP_METHODS as readonly string[]).includes(w.method)) {
-    report(`with.method must be one of ${HTTP_METHODS.join(', ')}`);
+  if (!deferred(w.method) && (typeof w.method !== 'string' || !(HTTP_METHODS as readonly string[]).includes(w.method))) {
+    report(`with.method must be one of ${HTTP_METHODS.join(', ')}, got ${show(w.method)}`);
   }
   if (typeof w.url !== 'string' || !isHttpUrl(w.url)) {
     report('with.url must be an http or https URL');
@@ -155,6 +173,7 @@ function checkHttp(w: WithObject, report: Report): void {
   const timeout = w.timeoutMs;
   if (
     timeout !== undefined &&
+    !deferred(timeout) &&
     !(Number.isInteger(timeout) && (timeout as number) >= 1 && (timeout as number) <= MAX_HTTP_TIMEOUT_MS)
   ) {
     report(`with.timeoutMs must be a whole number from 1 to ${MAX_HTTP_TIMEOUT_MS}`);
@@ -162,8 +181,8 @@ function checkHttp(w: WithObject, report: Report): void {
 }
 
 function checkStartPathway(w: WithObject, report: Report): void {
-  if (typeof w.triggerId !== 'string' || !UUID.test(w.triggerId)) {
-    report('with.triggerId must be a trigger id (a UUID)');
+  if (!deferred(w.triggerId) && (typeof w.triggerId !== 'string' || !UUID.test(w.triggerId))) {
+    report(`with.triggerId must be a trigger id (a UUID), got ${show(w.triggerId)}`);
   }
 }
 
@@ -174,6 +193,7 @@ function checkFail(w: WithObject, report: Report): void {
 }
 
 function checkDuration(value: unknown, field: string, report: Report): void {
+  if (deferred(value)) return;
   const duration = typeof value === 'string' ? Duration.fromISO(value) : undefined;
   if (!duration?.isValid || duration.toMillis() <= 0) {
     report(`${field} must be an ISO 8601 duration longer than zero, such as PT1M or P2D, got ${show(value)}`);
@@ -187,7 +207,7 @@ function checkSlugList(value: unknown, field: string, report: Report): string[] 
     return [];
   }
   value.forEach((tag, index) => {
-    if (typeof tag !== 'string' || !TAG_SLUG.test(tag)) {
+    if (!deferred(tag) && (typeof tag !== 'string' || !TAG_SLUG.test(tag))) {
       report(`${field}[${index}] must be a tag slug (lower-case letters, digits, . _ : -), got ${show(tag)}`);
     }
   });
