@@ -7,7 +7,7 @@ import { systemClock, type Clock } from './lib/clock.js';
 import { createLogger, type Logger } from './lib/logger.js';
 import type { Dialect, Store, StoreOptions } from './storage/connect.js';
 import type { Db } from './storage/database.js';
-import { openMigratedStore } from './storage/migrate.js';
+import { openMigratedStore, slowMigrationMessage } from './storage/migrate.js';
 import { MemoryRateLimiter, PostgresRateLimiter, type RateLimiter } from './http/rate-limit/rate-limiter.js';
 import { KeyUsageRecorder } from './auth/key-usage.js';
 import { WorkSignals } from './lib/work-signals.js';
@@ -73,7 +73,11 @@ export interface ContainerOptions {
 export async function createContainer(config: Config, options: ContainerOptions = {}): Promise<Container> {
   const logger = options.logger ?? createLogger(config.logLevel);
   const clock = options.clock ?? systemClock;
-  const { store } = await openMigratedStore(config.databaseUrl, { storeOptions: options.storeOptions, migrate: options.migrate });
+  const { store } = await openMigratedStore(config.databaseUrl, {
+    storeOptions: options.storeOptions,
+    migrate: options.migrate,
+    onSlow: (waited) => logger.warn({ waitedSeconds: waited }, slowMigrationMessage(waited)),
+  });
   const rateLimiter: RateLimiter =
     store.dialect === 'postgres'
       ? new PostgresRateLimiter(store.db, config.rateLimit, () => clock.now().getTime())

@@ -1,10 +1,12 @@
 /** `carepath migrate`: brings the store's schema up to date and says what it applied. */
 import type { Config } from '../config.js';
-import { openMigratedStore } from '../storage/migrate.js';
+import { openMigratedStore, slowMigrationMessage } from '../storage/migrate.js';
 
 /** Names of the migrations applied now; empty when the schema was already current. */
 export async function runMigrations(config: Config): Promise<string[]> {
-  const { store, applied } = await openMigratedStore(config.databaseUrl);
+  const { store, applied } = await openMigratedStore(config.databaseUrl, {
+    onSlow: (waited) => process.stderr.write(`carepath migrate: ${slowMigrationMessage(waited)}\n`),
+  });
   await store.close();
   return applied.filter((result) => result.status === 'Success').map((result) => result.migrationName);
 }

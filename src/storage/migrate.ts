@@ -12,7 +12,48 @@ const provider: MigrationProvider = { getMigrations: async () => migrations };
  * tables are pinned to the connection's current schema: without that it looks for them in any
  * schema and, with several carepath schemas in one database, finds another one's.
  */
-export async function migrateToLatest(db: Db, dialect: 'sqlite' | 'postgres'): Promise<MigrationResult[]> {
+export async function migrateToLatest(
+  db: Db,
+  dialect: 'sqlite' | 'postgres',
+  onSlow?: SlowMigrationListener,
+  slowAfterMs = 5_000,
+): Promise<MigrationResult[]> {
+  const stopWatching = onSlow ? watchForSlowness(onSlow, slowAfterMs) : () => {};
+  try {
+    return await migrate(db, dialect);
+  } finally {
+    stopWatching();
+  }
+}
+
+/** Told how long the migration has taken, after 5 s (`slowAfterMs`) and every 30 s after that. */
+export type SlowMigrationListener = (waitedSeconds: number) => void;
+
+/** The sentence an operator sees when a start or `carepath migrate` waits on the schema. */
+export function slowMigrationMessage(waitedSeconds: number): string {
+  return `bringing the schema up to date has taken ${waitedSeconds} s: another process may be migrating it, or hold the migration lock (on PostgreSQL an advisory lock; see pg_locks); this goes on by itself once it is free`;
+}
+
+/**
+ * A start that waits for the migration lock used to say nothing: a process another one held up
+ * (or a session left holding the lock) stayed silent and never listened, for as long as the
+ * lock was held (Kysely waits up to an hour).
+ */
+function watchForSlowness(onSlow: SlowMigrationListener, firstAfterMs: number): () => void {
+  const started = Date.now();
+  let timer: NodeJS.Timeout;
+  const tell = (delayMs: number) => {
+    timer = setTimeout(() => {
+      onSlow(Math.round((Date.now() - started) / 100) / 10);
+      tell(30_000);
+    }, delayMs);
+    timer.unref();
+  };
+  tell(firstAfterMs);
+  return () => clearTimeout(timer);
+}
+
+async function migrate(db: Db, dialect: 'sqlite' | 'postgres'): Promise<MigrationResult[]> {
   let migrationTableSchema: string | undefined;
   if (dialect === 'postgres') {
     const result = await sql<{ schema: string }>`select current_schema() as schema`.execute(db);
@@ -31,12 +72,12 @@ export async function migrateToLatest(db: Db, dialect: 'sqlite' | 'postgres'): P
  */
 export async function openMigratedStore(
   databaseUrl: string,
-  options: { storeOptions?: StoreOptions; migrate?: boolean } = {},
+  options: { storeOptions?: StoreOptions; migrate?: boolean; onSlow?: SlowMigrationListener } = {},
 ): Promise<{ store: Store; applied: MigrationResult[] }> {
   let store: Store | undefined;
   try {
     store = openStore(databaseUrl, options.storeOptions);
-    const applied = options.migrate === false ? [] : await migrateToLatest(store.db, store.dialect);
+    const applied = options.migrate === false ? [] : await migrateToLatest(store.db, store.dialect, options.onSlow);
     return { store, applied };
   } catch (error) {
     await store?.close().catch(() => undefined);

@@ -5,7 +5,9 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { sql } from 'kysely';
 import { openStore, type Store } from '../../src/storage/connect.js';
-import { migrateToLatest } from '../../src/storage/migrate.js';
+import { migrateToLatest, slowMigrationMessage } from '../../src/storage/migrate.js';
+import pg from 'pg';
+import { POSTGRES_URL } from '../helpers/stores.js';
 import { freshStore, type FreshStore } from '../helpers/stores.js';
 
 describe('PostgreSQL schemas side by side', () => {
@@ -23,6 +25,27 @@ describe('PostgreSQL schemas side by side', () => {
     opened.push({ fresh, store });
     return store;
   }
+
+  it('says so when the migration waits on another process\'s lock, instead of waiting in silence', async () => {
+    const mine = await newStore();
+    // Kysely's migration lock on PostgreSQL: an advisory lock, held here by another session.
+    const other = new pg.Client({ connectionString: POSTGRES_URL });
+    await other.connect();
+    try {
+      await other.query('begin');
+      await other.query('select pg_advisory_xact_lock(3853314791062309107)');
+      const told: number[] = [];
+      const migrating = migrateToLatest(mine.db, 'postgres', (waited) => told.push(waited), 150);
+      await new Promise((resolve) => setTimeout(resolve, 400));
+      expect(told).toHaveLength(1);
+      expect(told[0]).toBeGreaterThanOrEqual(0.1);
+      await other.query('commit');
+      await migrating;
+      expect(slowMigrationMessage(5)).toMatch(/^bringing the schema up to date has taken 5 s: another process may be migrating it, or hold the migration lock/);
+    } finally {
+      await other.end();
+    }
+  });
 
   it('lists the tables of its own schema only', async () => {
     const mine = await newStore();

@@ -51,6 +51,37 @@ describeEachStore('webhook deliveries', (env) => {
     expect(after.body).toBeNull();
   });
 
+  it('audits each applied delivery: the endpoint, the patients\' records, the resources by type, the runs; never the data', async () => {
+    const ws = await env.workspace();
+    const feed = await createEndpoint(ws);
+    const body = {
+      resourceType: 'Bundle',
+      type: 'collection',
+      entry: [
+        { resource: patient('mrn-audit-1') },
+        { resource: { resourceType: 'Observation', id: 'obs-audit', status: 'final', code: { text: 'HbA1c' }, subject: { reference: 'Patient/mrn-audit-1' } } },
+        { resource: { resourceType: 'Unicorn', id: 'u' } },
+      ],
+    };
+    await deliverAndProcess(env, feed, body, { key: 'audited', headers: { 'x-request-id': 'req-audited' } });
+    const { deliveryId } = await lastDelivery(ws, feed);
+    const res = await ws.call('GET', '/v1/audit-events?action=delivery.process');
+    expect(res.statusCode).toBe(200);
+    const [event] = res.json().data;
+    const record = await env.db.selectFrom('records').select('id').where('workspace_id', '=', ws.workspaceId).where('ext_id', '=', 'mrn-audit-1').executeTakeFirstOrThrow();
+    expect(event).toMatchObject({
+      action: 'delivery.process',
+      resourceType: 'delivery',
+      resourceId: deliveryId,
+      requestId: 'req-audited',
+      keyId: null,
+      keyName: `webhook:${feed.webhookId}`,
+      outcome: 'success',
+      details: { webhookId: feed.webhookId, patientRecordIds: [record.id], resources: { Patient: 1, Observation: 1 }, skipped: 1, runsStarted: 0 },
+    });
+    expect(JSON.stringify(event)).not.toMatch(/mrn-audit-1|HbA1c|Lovelace/);
+  });
+
   it('answers a replay (same key, same bytes) with the first 202 and processes nothing again', async () => {
     const trigger = await eventTrigger(ws, 'Patient.created');
     const body = { resourceType: 'Bundle', type: 'collection', entry: [{ resource: patient('p3') }] };
@@ -155,6 +186,13 @@ describeEachStore('webhook deliveries', (env) => {
     });
     expect(plain.statusCode).toBe(415);
     expect(plain.json().code).toBe('unsupported_media_type');
+    const { gzipSync } = await import('node:zlib');
+    const zipped = gzipSync(text);
+    const compressed = await deliver(env, endpoint, undefined, { raw: zipped, signature: signPayload(endpoint.secret, zipped, t), headers: { 'content-encoding': 'gzip' } });
+    expect(compressed.statusCode).toBe(415);
+    expect(compressed.json()).toMatchObject({ code: 'unsupported_media_type', error: 'request bodies are taken uncompressed: send it without Content-Encoding', requestId: expect.any(String) });
+    const identity = await deliver(env, endpoint, patient('p8b'), { headers: { 'content-encoding': 'identity' } });
+    expect(identity.statusCode).toBe(202);
 
     const charset = await deliver(env, endpoint, patient('p9'), { headers: { 'content-type': 'application/json; charset=utf-8' } });
     expect(charset.statusCode).toBe(202);

@@ -25,6 +25,8 @@ export type AuditAction =
   | 'secret.set'
   | 'secret.delete'
   | 'delivery.retry'
+  // Health data taken in from a webhook delivery (modules/deliveries/delivery-apply.ts):
+  | 'delivery.process'
   | (string & {});
 
 export interface AuditInput {

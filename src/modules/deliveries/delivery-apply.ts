@@ -22,6 +22,8 @@ import { applyRecordChanges, kyselyRecordStore } from './record-upsert.js';
 import { sqliteRecordStore } from './record-store-sqlite.js';
 import { sqliteDeliveryStatementsOf, type SqliteDeliveryStatements } from './sqlite-delivery-statements.js';
 import { subjectsOf, subjectsThatMayWait, wakesFor, type PendingWake } from './event-wake.js';
+import { auditRow } from '../audit/audit.repository.js';
+import { systemContext } from '../../auth/context.js';
 
 /** Problems kept on the delivery for its listing; the count covers all of them. */
 const MAX_LISTED_PROBLEMS = 1000;
@@ -113,6 +115,13 @@ export async function applyDeliveries(
       const workspaceId = w.prepared.delivery.workspace_id;
       results.set(w.prepared.delivery.id, await finishDelivery(tx, deps.dialect, hot, w, triggers.get(workspaceId)!, mayWait.get(workspaceId)!, owner, now, planLeaseMs));
     }
+    // Health data came in: who sent it, whose it is, what it started (one row per delivery, one statement).
+    if (written.length > 0) {
+      await tx
+        .insertInto('audit_events')
+        .values(written.map((w) => deliveryAuditRow(w, results.get(w.prepared.delivery.id)!, now.toISOString())))
+        .execute();
+    }
     return group.map((p) => results.get(p.delivery.id) ?? { kind: 'lease-lost' });
   });
 }
@@ -122,6 +131,8 @@ interface Written {
   prepared: PreparedDelivery;
   changes: DeliveryChanges;
   occurrences: EventOccurrence[];
+  /** The records of the patients its resources belong to (Patient id → record id). */
+  patients: ReadonlyMap<string, string>;
 }
 
 async function writeRecordsAndStates(
@@ -145,7 +156,7 @@ async function writeRecordsAndStates(
     resourceJson: raised.resourceJson,
     subjectRecordId: raised.patientId === null ? null : patients.get(raised.patientId) ?? null,
   }));
-  return { prepared, changes, occurrences };
+  return { prepared, changes, occurrences, patients };
 }
 
 /** The runs its events start planned, its wakes decided, the delivery marked processed. */
@@ -203,4 +214,32 @@ function byWorkspace(written: readonly Written[]): Map<string, Written[]> {
     groups.set(id, [...(groups.get(id) ?? []), w]);
   }
   return groups;
+}
+
+/**
+ * The `delivery.process` audit event of an applied delivery, written in its transaction: the
+ * endpoint that sent it (the sender proved its secret; there is no API key), the records of the
+ * patients whose data it held (record ids, never the data or the patients' own ids, which may be
+ * medical record numbers), how many resources of each type it took, and the runs it started.
+ */
+function deliveryAuditRow(w: Written, result: ApplyResult, at: string) {
+  const { delivery, digest } = w.prepared;
+  const resources: Record<string, number> = {};
+  for (const item of digest.items) {
+    const type = item.kind === 'resource' ? item.resourceType : item.record.resourceType;
+    resources[type] = (resources[type] ?? 0) + 1;
+  }
+  const ctx = { ...systemContext(delivery.tenant_id, delivery.workspace_id, delivery.request_id), keyName: `webhook:${delivery.webhook_id}` };
+  return auditRow(ctx, at, {
+    action: 'delivery.process',
+    resourceType: 'delivery',
+    resourceId: delivery.id,
+    details: {
+      webhookId: delivery.webhook_id,
+      patientRecordIds: [...new Set(w.patients.values())].sort(),
+      resources,
+      skipped: digest.problems.length,
+      runsStarted: result.kind === 'processed' ? result.plannedRunIds.length : 0,
+    },
+  });
 }
