@@ -10,6 +10,7 @@ import { shutdownSignal, startServer, type RunningServer } from '../server.js';
 import { demoNotice, seedDemoIfEmpty } from './demo-seed.js';
 import { startStoreSignals, type StoreSignals } from '../engine/store-signals.js';
 import { holdSqliteProcessLock } from '../storage/sqlite-process-lock.js';
+import { giveBackLeasesOfDeadProcesses } from '../storage/dead-process-leases.js';
 import { watchClockSkew } from '../storage/clock-skew.js';
 import { checkSecretKeyOpensStore } from '../modules/secrets/secret-key-check.js';
 
@@ -71,6 +72,13 @@ export async function runService(config: Config, parts: ServiceParts, print: (te
     // Seeded after listening succeeds: a port already in use must not swallow the only copy of the key.
     const seed = parts.seedDemo ? await seedDemoIfEmpty(container) : null;
     if (seed) print(demoNotice(seed, config.publicUrl));
+    if (parts.background && lock) {
+      // SQLite: this process holds the file's lock, so any lease in it is a dead process's.
+      const givenBack = await giveBackLeasesOfDeadProcesses(container.db, container.clock.now().toISOString());
+      if (givenBack.runs + givenBack.deliveries + givenBack.plannedRuns > 0) {
+        container.logger.info(givenBack, 'took back the work a stopped process still held');
+      }
+    }
     if (parts.background) background = await startBackgroundServices(container);
     if (!parts.http) container.logger.info('carepath worker running');
     // Signal listeners do not keep Node running: a worker whose services are all idle (or that

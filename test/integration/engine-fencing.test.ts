@@ -9,6 +9,7 @@ import { releaseRun } from '../../src/engine/sql/release-run.js';
 import { extendLeases } from '../../src/engine/sql/extend-leases.js';
 import { setRunStatus } from '../../src/engine/run-transitions.js';
 import { addMs } from '../../src/lib/clock.js';
+import { giveBackLeasesOfDeadProcesses } from '../../src/storage/dead-process-leases.js';
 
 const ledger = new LedgerServer();
 beforeAll(() => ledger.listen());
@@ -171,6 +172,24 @@ describeEachStore('engine: leases and fencing', (env) => {
     await sleep(350);
     expect(await worker.drain()).toBe(1);
     expect((await getRun(ws, runId)).automationStatus).toBe('completed');
+  });
+
+  it('at the start of the one SQLite process, the leases a dead process left are given back at once, fences kept', async () => {
+    const ws = await env.workspace();
+    const { triggerId } = await webTriggerFor(ws, oneSet);
+    const runId = await fire(ws, triggerId);
+    const now = new Date().toISOString();
+    const [claimed] = await claimRuns(env.db, { owner: 'dead', now, leaseUntil: addMs(now, 30_000), limit: 100 });
+    expect(claimed.id).toBe(runId);
+    const worker = testWorker(env);
+    expect(await worker.drain()).toBe(0);
+    const givenBack = await giveBackLeasesOfDeadProcesses(env.db, new Date().toISOString());
+    expect(givenBack.runs).toBeGreaterThanOrEqual(1);
+    expect(await worker.drain()).toBe(1);
+    expect((await getRun(ws, runId)).automationStatus).toBe('completed');
+    const row = await env.db.selectFrom('runs').select(['lease_fence', 'lease_owner']).where('id', '=', runId).executeTakeFirstOrThrow();
+    expect(row.lease_fence).toBe(claimed.lease_fence + 1);
+    expect(row.lease_owner).toBeNull();
   });
 
   it('heartbeats keep a long step\'s lease: no one else claims the run meanwhile', async () => {
