@@ -8,7 +8,7 @@ import { sql } from 'kysely';
 import { expect, it } from 'vitest';
 import { describeEachStore } from '../helpers/test-env.js';
 import { createEndpoint, deliver, lastDelivery, processorFor, search } from '../helpers/deliveries.js';
-import { deliveryRetry } from '../../src/cli/admin/delivery.js';
+import { deliveryList, deliveryRetry } from '../../src/cli/admin/delivery.js';
 
 const patients = { resourceType: 'Bundle', type: 'collection', entry: [{ resource: { resourceType: 'Patient', id: 'retry-1', name: [{ family: 'Curie' }] } }] };
 
@@ -47,6 +47,21 @@ describeEachStore('retrying a failed delivery', (env) => {
     expect(audit).toEqual([
       expect.objectContaining({ keyName: 'carepath admin', resourceType: 'delivery', resourceId: failed.deliveryId, details: { webhookId: endpoint.webhookId, previousError: failed.error } }),
     ]);
+    // The endpoint deleted: the API no longer lists its deliveries, the admin command does.
+    expect((await ws.call('DELETE', `/v1/webhooks/${endpoint.webhookId}`)).statusCode).toBe(204);
+    expect((await ws.call('GET', `/v1/webhooks/${endpoint.webhookId}/deliveries`)).statusCode).toBe(404);
+    const other = await createEndpoint(ws);
+    expect((await deliver(env, other, patients, { key: 'second' })).statusCode).toBe(202);
+    const all = await deliveryList(env.container, { workspaceId: ws.workspaceId, limit: 100 });
+    expect(all.map((d) => [d.webhookId, d.endpointDeleted, d.status])).toEqual([
+      [other.webhookId, false, 'received'],
+      [endpoint.webhookId, true, 'processed'],
+    ]);
+    expect(all[1]).toMatchObject({ deliveryId: failed.deliveryId, idempotencyKey: 'retry-me', attempts: expect.any(Number) });
+    expect(all[1]).not.toHaveProperty('skipped');
+    expect(await deliveryList(env.container, { workspaceId: ws.workspaceId, status: 'failed', limit: 100 })).toEqual([]);
+    expect(await deliveryList(env.container, { workspaceId: ws.workspaceId, limit: 1 })).toHaveLength(1);
+
     // Processed now: it cannot go back again, and ids that name nothing are refused.
     await expect(deliveryRetry(env.container, { deliveryId: failed.deliveryId })).rejects.toThrow(`delivery ${failed.deliveryId} is processed, not failed`);
     await expect(deliveryRetry(env.container, { deliveryId: '0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b' })).rejects.toThrow('no delivery has the id');
