@@ -181,11 +181,13 @@ describeEachStore('engine: leases and fencing', (env) => {
     const now = new Date().toISOString();
     const [claimed] = await claimRuns(env.db, { owner: 'dead', now, leaseUntil: addMs(now, 30_000), limit: 100 });
     expect(claimed.id).toBe(runId);
+    // (Runs left leased by this file's earlier tests are given back too: counts are not asserted.)
     const worker = testWorker(env);
-    expect(await worker.drain()).toBe(0);
+    await worker.drain();
+    expect((await getRun(ws, runId)).automationStatus).toBe('scheduled');
     const givenBack = await giveBackLeasesOfDeadProcesses(env.db, new Date().toISOString());
     expect(givenBack.runs).toBeGreaterThanOrEqual(1);
-    expect(await worker.drain()).toBe(1);
+    await worker.drain();
     expect((await getRun(ws, runId)).automationStatus).toBe('completed');
     const row = await env.db.selectFrom('runs').select(['lease_fence', 'lease_owner']).where('id', '=', runId).executeTakeFirstOrThrow();
     expect(row.lease_fence).toBe(claimed.lease_fence + 1);
