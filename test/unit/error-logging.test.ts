@@ -2,7 +2,7 @@
  * What the HTTP error mapper writes to the log when something nobody expected fails: where it
  * failed (type, code, stack frames), never the error's words, which may quote health data.
  */
-import Fastify, { type FastifyBaseLogger } from 'fastify';
+import Fastify, { LogController, type FastifyBaseLogger } from 'fastify';
 import { afterEach, describe, expect, it } from 'vitest';
 import { registerErrorHandling } from '../../src/http/plugins/errors.js';
 import { loggableError } from '../../src/lib/store-errors.js';
@@ -23,7 +23,7 @@ describe('unexpected errors in the log', () => {
 
   it('answers 500 internal, and logs type, code and frames but not the words', async () => {
     const { logger, lines } = capturedLogger('info');
-    const app = Fastify({ loggerInstance: logger as FastifyBaseLogger, disableRequestLogging: true, genReqId: () => 'req-err-1' });
+    const app = Fastify({ loggerInstance: logger as FastifyBaseLogger, logController: new LogController({ disableRequestLogging: true }), genReqId: () => 'req-err-1' });
     apps.push(app);
     registerErrorHandling(app);
     app.get('/fails', async () => failingRoute());
@@ -41,7 +41,7 @@ describe('unexpected errors in the log', () => {
 
   it('keeps the words of a store that did not answer (they name a host, not data)', async () => {
     const { logger, lines } = capturedLogger('info');
-    const app = Fastify({ loggerInstance: logger as FastifyBaseLogger, disableRequestLogging: true });
+    const app = Fastify({ loggerInstance: logger as FastifyBaseLogger, logController: new LogController({ disableRequestLogging: true }) });
     apps.push(app);
     registerErrorHandling(app);
     app.get('/down', async () => {
