@@ -109,54 +109,52 @@ describeEachStore('engine: leases and fencing', (env) => {
     expect(await getSteps(ws, stale)).toEqual([]);
   });
 
-  it('a stale worker mid-call cannot complete, fail or write steps; the new holder repeats the call with the same key', async () => {
+  /**
+   * A run whose http call is in flight with a stale worker (long lease) when its lease runs out
+   * (as if the worker had stalled) and a fresh worker claims and finishes it. The ledger answers
+   * `path` with `replies` in order; the stale worker's backoff is `staleOutbound`'s.
+   */
+  async function takenOverMidCall(name: string, replies: Parameters<LedgerServer['on']>[1][], staleOutbound: Parameters<typeof testWorker>[2] = {}) {
     const ws = await env.workspace();
-    const path = `/fenced-${env.kind}`;
-    // The stale worker's call ends in a 404 (it would error the run); the new holder's in a 200.
-    ledger.on(path, { status: 404, delayMs: 400 }, { status: 200, delayMs: 50 });
-    const { triggerId } = await webTriggerFor(ws, chain('Fenced', [
+    const path = `/${name}-${env.kind}`;
+    ledger.on(path, ...replies);
+    const { triggerId } = await webTriggerFor(ws, chain(name, [
       { id: 'call', automations: [{ id: 'post', type: 'http', with: { method: 'POST', url: ledger.url(path), body: {} } }] },
     ]));
     const runId = await fire(ws, triggerId);
-    const stale = testWorker(env, { workerId: 'stale', leaseMs: 60_000 });
+    const stale = testWorker(env, { workerId: 'stale', leaseMs: 60_000 }, staleOutbound);
     const fresh = testWorker(env, { workerId: 'fresh' });
     const before = ledger.requests.length;
     const staleRun = stale.runOnce();
     await until(() => ledger.requests.length > before, 'the first call');
-    // The stale worker's lease runs out (as if it had stalled) and another worker claims the run.
     await env.db.updateTable('runs').set({ available_at: '2000-01-01T00:00:00.000Z' }).where('id', '=', runId).execute();
     expect(await fresh.runOnce()).toBe(1);
+    return { ws, runId, staleRun, keysSent: () => ledger.requests.slice(before).map((r) => r.headers['idempotency-key']) };
+  }
+
+  it('a stale worker mid-call cannot complete, fail or write steps; the new holder repeats the call with the same key', async () => {
+    // The stale worker's call ends in a 404 (it would error the run); the new holder's in a 200.
+    const { ws, runId, staleRun, keysSent } = await takenOverMidCall('fenced', [{ status: 404, delayMs: 400 }, { status: 200, delayMs: 50 }]);
     await staleRun;
     expect(await getRun(ws, runId)).toMatchObject({ automationStatus: 'completed', error: null });
     const steps = await getSteps(ws, runId);
     expect(steps.map((s) => [s.attempt, s.outcome])).toEqual([[1, 'interrupted'], [2, 'ok']]);
-    expect(ledger.requests.slice(before).map((r) => r.headers['idempotency-key'])).toEqual([`${runId}:call:post`, `${runId}:call:post`]);
+    expect(keysSent()).toEqual([`${runId}:call:post`, `${runId}:call:post`]);
     const row = await env.db.selectFrom('runs').select(['lease_owner', 'engine_state']).where('id', '=', runId).executeTakeFirstOrThrow();
     expect(row.lease_owner).toBeNull();
     expect(JSON.parse(row.engine_state!).steps.post.outcome).toBe('ok');
   });
 
   it('a stale worker whose try failed while it lost the run does not try again: the call is not sent a third time', async () => {
-    const ws = await env.workspace();
-    const path = `/stalled-${env.kind}`;
     // The stale worker's try answers 503 late (as a try that timed out in a stalled process);
     // the new holder's gets a 200. Another try from the stale worker would be a third request.
-    ledger.on(path, { status: 503, delayMs: 1_500 }, { status: 200, delayMs: 20 });
-    const { triggerId } = await webTriggerFor(ws, chain('Stalled', [
-      { id: 'call', automations: [{ id: 'post', type: 'http', with: { method: 'POST', url: ledger.url(path), body: {} } }] },
-    ]));
-    const runId = await fire(ws, triggerId);
-    const stale = testWorker(env, { workerId: 'stale', leaseMs: 60_000 }, { backoff: { attempts: 4, baseMs: 50, maxMs: 50 } });
-    const fresh = testWorker(env, { workerId: 'fresh' });
-    const before = ledger.requests.length;
-    const staleRun = stale.runOnce();
-    await until(() => ledger.requests.length > before, 'the first call');
-    await env.db.updateTable('runs').set({ available_at: '2000-01-01T00:00:00.000Z' }).where('id', '=', runId).execute();
-    expect(await fresh.runOnce()).toBe(1);
+    const { ws, runId, staleRun, keysSent } = await takenOverMidCall('stalled', [{ status: 503, delayMs: 1_500 }, { status: 200, delayMs: 20 }], {
+      backoff: { attempts: 4, baseMs: 50, maxMs: 50 },
+    });
     expect((await getRun(ws, runId)).automationStatus).toBe('completed');
     await staleRun;
     await sleep(200);
-    expect(ledger.requests.slice(before).map((r) => r.headers['idempotency-key'])).toEqual([`${runId}:call:post`, `${runId}:call:post`]);
+    expect(keysSent()).toEqual([`${runId}:call:post`, `${runId}:call:post`]);
     expect((await getSteps(ws, runId)).map((s) => [s.attempt, s.outcome])).toEqual([[1, 'interrupted'], [2, 'ok']]);
     expect(await getRun(ws, runId)).toMatchObject({ automationStatus: 'completed', error: null });
   });
