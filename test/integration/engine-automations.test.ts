@@ -106,6 +106,11 @@ describeEachStore('engine: automations', (env) => {
       nodeId: 'mark',
       message: 'tag: once its placeholders are filled, with.add[0] must be a tag slug (lower-case letters, digits, . _ : -), got "lab-Not A Slug"',
     });
+    // A value that brings braces of its own is not taken for a placeholder still to fill.
+    const braces = await fire(ws, triggerId, { code: '{{x}}', delay: 'PT2H', subject: { reference: 'Patient/p-filled' } });
+    await testWorker(env).drain();
+    expect((await getRun(ws, braces)).error).toEqual({ nodeId: 'mark', message: 'tag: once its placeholders are filled, with.add[0] may not hold {{' });
+    expect(await recordTags(env, subjectId)).not.toContain('lab-{{x}}');
   });
 
   it('tag on the pathway may not touch automation status tags', async () => {

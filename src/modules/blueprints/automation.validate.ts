@@ -79,6 +79,12 @@ export function checkAutomationWith(type: AutomationType, withValue: unknown, re
 export function settingsProblems(type: AutomationType, filled: unknown): string[] {
   const problems: string[] = [];
   if (!isObject(filled)) return ['with must be an object'];
+  // The checks pass over `{{` as a placeholder still to fill; filled, there is none left, so a
+  // value that brought `{{` with it is refused rather than passed over unchecked.
+  eachString(filled, 'with', (text, path) => {
+    if (text.includes('{{')) problems.push(`${path} may not hold {{`);
+  });
+  if (problems.length > 0) return problems;
   CHECKS[type](filled, (problem) => problems.push(problem));
   return problems;
 }
