@@ -137,6 +137,10 @@ describeEachStore('engine: automations', (env) => {
       automationStatus: 'errored',
       error: { message: 'score 11 is out of range', nodeId: 'boom' },
     });
+    // Free text may bring braces of its own.
+    const braces = await fire(ws, triggerId, { score: '{{11}}' });
+    await testWorker(env).drain();
+    expect((await getRun(ws, braces)).error).toEqual({ message: 'score {{11}} is out of range', nodeId: 'boom' });
   });
 
   it('stop and cancel automations end the run as stopped and canceled; later steps never run', async () => {

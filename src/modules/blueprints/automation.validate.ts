@@ -39,6 +39,19 @@ const FIELDS: Record<AutomationType, readonly string[]> = {
   cancel: [],
 };
 
+/** The fields whose value must match a format (checked once filled, when the step runs). */
+const FORMATTED_FIELDS: Record<AutomationType, readonly string[]> = {
+  wait: ['duration', 'until', 'timezone'],
+  wait_for_event: ['event', 'timeout'],
+  tag: ['target', 'add', 'remove'],
+  set: [],
+  http: ['method', 'timeoutMs'],
+  start_pathway: ['triggerId'],
+  fail: [],
+  stop: [],
+  cancel: [],
+};
+
 const CHECKS: Record<AutomationType, (w: WithObject, report: Report) => void> = {
   wait: checkWait,
   wait_for_event: checkWaitForEvent,
@@ -80,10 +93,13 @@ export function settingsProblems(type: AutomationType, filled: unknown): string[
   const problems: string[] = [];
   if (!isObject(filled)) return ['with must be an object'];
   // The checks pass over `{{` as a placeholder still to fill; filled, there is none left, so a
-  // value that brought `{{` with it is refused rather than passed over unchecked.
-  eachString(filled, 'with', (text, path) => {
-    if (text.includes('{{')) problems.push(`${path} may not hold {{`);
-  });
+  // field with a format whose value brought `{{` with it is refused rather than passed over
+  // unchecked. (Free text, a body or a payload, may hold braces.)
+  for (const field of FORMATTED_FIELDS[type]) {
+    eachString(filled[field], `with.${field}`, (text, path) => {
+      if (text.includes('{{')) problems.push(`${path} may not hold {{`);
+    });
+  }
   if (problems.length > 0) return problems;
   CHECKS[type](filled, (problem) => problems.push(problem));
   return problems;
