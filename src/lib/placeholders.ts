@@ -65,10 +65,23 @@ export function renderUrlTemplate(template: string, evaluateText: EvaluateText):
   if (matches.length === 0) return template;
   if (matches.length === 1 && matches[0][0] === template) return asValue(evaluateText(matches[0][1].trim()));
   const hostEnds = pathStartOf(template, matches);
-  return template.replace(placeholderPattern(), (whole, expression: string, offset: number) => {
+  const filled = template.replace(placeholderPattern(), (whole, expression: string, offset: number) => {
     const text = asText(evaluateText(expression.trim()));
     return offset >= hostEnds ? encodeURIComponent(text) : text;
   });
+  // `.` and `..` survive encoding (and `%2e` is read as a dot too): as a whole path segment they
+  // would climb out of the path the blueprint wrote, once a URL parser resolves them.
+  if (dotSegmentIn(filled)) throw new UrlTemplateError('a placeholder filled a path segment with "." or ".." (it would change the path)');
+  return filled;
+}
+
+/** A URL template whose filled value would not be the URL its template meant. */
+export class UrlTemplateError extends Error {}
+
+function dotSegmentIn(url: string): boolean {
+  const scheme = /^[a-z][a-z0-9+.-]*:\/\/[^/?#]*/i.exec(url);
+  const path = url.slice(scheme ? scheme[0].length : 0).split(/[?#]/)[0];
+  return path.split('/').some((segment) => /^(\.|%2e){1,2}$/i.test(segment));
 }
 
 /** Where the path (or query, or fragment) of a URL template starts: its first `/`, `?` or `#` after `scheme://`, outside placeholders. */

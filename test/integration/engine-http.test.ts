@@ -25,7 +25,7 @@ describeEachStore('engine: http automation', (env) => {
         httpStep('post', {
           method: 'POST',
           url: ledger.url('/notify'),
-          headers: { 'X-Ward': '{{payload.ward}}', 'Idempotency-Key': 'mine' },
+          headers: { 'X-Ward': '{{payload.ward}}', 'X-Score': '{{payload.score}}', 'Idempotency-Key': 'mine' },
           body: { patient: '{{subject.extId}}', score: '{{payload.score}}', note: 'score {{payload.score}}' },
         }),
         { id: 'check', kind: 'decision' },
@@ -46,6 +46,8 @@ describeEachStore('engine: http automation', (env) => {
     expect(sent[0]).toMatchObject({ method: 'POST', path: '/notify' });
     expect(sent[0].headers['idempotency-key']).toBe(`${runId}:call:post`);
     expect(sent[0].headers['x-ward']).toBe('B2');
+    // A whole-value placeholder keeps its type; a header sends it as text.
+    expect(sent[0].headers['x-score']).toBe('4');
     expect(sent[0].headers['content-type']).toBe('application/json');
     expect(JSON.parse(sent[0].body)).toEqual({ patient: 'p-http', score: 4, note: 'score 4' });
     const [step] = await getSteps(ws, runId);
@@ -64,6 +66,12 @@ describeEachStore('engine: http automation', (env) => {
     expect((await getRun(ws, runId)).automationStatus).toBe('completed');
     const [sent] = ledger.requests.slice(before);
     expect(sent.target).toBe('/patients/..%2F..%2Fadmin%2Fdelete%3Fall%3D1%23/notify?note=a%26b%3Dc%20d&n=3');
+    // A value of ".." alone would climb out of /patients once the URL is resolved: refused, nothing sent.
+    const climbing = await fire(ws, triggerId, { id: '..', note: 'x', n: 1 });
+    const sentBefore = ledger.requests.length;
+    await testWorker(env).drain();
+    expect(ledger.requests.length).toBe(sentBefore);
+    expect((await getRun(ws, climbing)).error).toEqual({ nodeId: 'call', message: 'http: with.url: a placeholder filled a path segment with "." or ".." (it would change the path)' });
   });
 
   it('logs why it tries again without the host or path, which placeholders may have filled from data', async () => {

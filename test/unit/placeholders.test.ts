@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { compileExpression, evaluate, type ExpressionContext } from '../../src/lib/fhirpath.js';
-import { findPlaceholders, renderPlaceholders, renderUrlTemplate } from '../../src/lib/placeholders.js';
+import { findPlaceholders, renderPlaceholders, renderUrlTemplate, UrlTemplateError } from '../../src/lib/placeholders.js';
 
 const context: ExpressionContext = {
   payload: { riskScore: 7, resource: { resourceType: 'Observation', status: 'final' } },
@@ -132,6 +132,17 @@ describe('renderUrlTemplate', () => {
   it('fills the scheme and host as written (the allow-list judges the host that results)', () => {
     expect(renderUrlTemplate('https://{{host}}/p/{{id}}', evaluateText)).toBe('https://lab.example/p/a%2Fb%3Fc%23d');
     expect(renderUrlTemplate('https://{{host}}:8443', evaluateText)).toBe('https://lab.example:8443');
+  });
+
+  it('refuses a value that makes a whole path segment "." or "..", which a URL parser would resolve away', () => {
+    const dots: Record<string, unknown[]> = { up: ['..'], here: ['.'], encoded: ['%2e%2E'], half: ['.'], name: ['a..b'] };
+    const fill = (template: string) => renderUrlTemplate(template, (text) => dots[text] ?? []);
+    for (const template of ['https://lab.example/patients/{{up}}/notify', 'https://lab.example/patients/{{here}}', 'https://lab.example/p/{{half}}{{half}}/x']) {
+      expect(() => fill(template), template).toThrow(UrlTemplateError);
+    }
+    // %2e is encoded as %252e, so it is no dot; dots inside a segment, or in the query, are fine.
+    expect(fill('https://lab.example/p/{{encoded}}')).toBe('https://lab.example/p/%252e%252E');
+    expect(fill('https://lab.example/p/{{name}}?q={{up}}')).toBe('https://lab.example/p/a..b?q=..');
   });
 
   it('takes a URL that is one placeholder alone as it is, and leaves text without placeholders alone', () => {

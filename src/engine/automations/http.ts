@@ -13,6 +13,7 @@
  */
 import type { HttpWith } from '../../modules/blueprints/blueprint.js';
 import { render, renderUrl } from '../run-context.js';
+import { UrlTemplateError } from '../../lib/placeholders.js';
 import { settingsProblems } from '../../modules/blueprints/automation.validate.js';
 import type { StepResult } from '../executor.js';
 import { backoffDelay, isRetryableStatus, retryAfterMs } from '../outbound/backoff.js';
@@ -29,11 +30,12 @@ export const httpAutomation: AutomationHandler = {
     const written = step.automation.with as HttpWith;
     const { plain, named } = splitSecretHeaders(written.headers);
     const settings = render(step.expressions, step.context, { ...written, headers: plain });
-    // A method or timeout filled from data must still be one import would take.
-    const problems = settingsProblems('http', settings);
+    // A method or timeout filled from data must still be one import would take. (Header values
+    // are sent as text whatever a placeholder gave: a number as its digits.)
+    const problems = settingsProblems('http', { ...settings, headers: undefined });
     if (problems.length > 0) throw new StepFailure(`http: once its placeholders are filled, ${problems.join('; ')}`);
     // The URL apart: what fills its path or query is encoded, so data cannot change the endpoint.
-    const url = parseUrl(renderUrl(step.expressions, step.context, written.url));
+    const url = parseUrl(urlOf(step));
     const body = settings.body === undefined || settings.method === 'GET' ? null : JSON.stringify(settings.body);
     // Made at the first try that can read the secrets: a database that does not answer is
     // retried like a network failure. The same headers then go with every try.
@@ -78,6 +80,15 @@ export const httpAutomation: AutomationHandler = {
     throw new Error('unreachable: the loop returns on its last try');
   },
 };
+
+function urlOf(step: StepRequest): unknown {
+  try {
+    return renderUrl(step.expressions, step.context, (step.automation.with as HttpWith).url);
+  } catch (error) {
+    if (error instanceof UrlTemplateError) throw new StepFailure(`http: with.url: ${error.message}`);
+    throw error;
+  }
+}
 
 function parseUrl(text: unknown): URL {
   if (typeof text !== 'string' || !URL.canParse(text)) throw new StepFailure('http: with.url is not a URL once its placeholders are filled');
