@@ -75,11 +75,18 @@ interface StoredGraph {
  */
 export type NodeView = NodeState | 'interrupted';
 
+/** What a waiting node waits for: its automation, when it is due (null: no timeout), the event awaited. */
+export interface WaitView {
+  automationId: string;
+  dueAt: string | null;
+  event?: string;
+}
+
 export interface GraphView {
   name: string;
   tags: string[];
   swimlanes: unknown[];
-  nodes: (StoredNode & { state?: NodeView; startedAt?: string | null; finishedAt?: string | null })[];
+  nodes: (StoredNode & { state?: NodeView; startedAt?: string | null; finishedAt?: string | null; wait?: WaitView })[];
   links: unknown[];
 }
 
@@ -111,11 +118,14 @@ export async function diagramGraph(db: DbOrTx, workspaceId: string, id: string):
       const progress = state?.nodes[node.id];
       const engineState = nodeStateOf(state, node.id);
       const cutShort = endedAt !== null && (engineState === 'active' || engineState === 'waiting');
+      const open = engineState === 'waiting' && !cutShort ? progress?.open : undefined;
       return {
         ...node,
         state: cutShort ? 'interrupted' : engineState,
         startedAt: progress?.startedAt ?? null,
         finishedAt: cutShort ? endedAt : (progress?.finishedAt ?? null),
+        // When a waiting run goes on: otherwise only the store knew (a paused run's timer holds).
+        ...(open ? { wait: { automationId: open.automationId, dueAt: open.dueAt ?? null, ...(open.event !== undefined ? { event: open.event } : {}) } } : {}),
       };
     }),
   };

@@ -45,9 +45,14 @@ describeEachStore('engine: steps and graph endpoints', (env) => {
     const b = graph.nodes[2];
     expect(b.startedAt).toMatch(/^\d{4}-\d\d-\d\dT/);
     expect(b.finishedAt).toBeNull();
+    // When it goes on: the wait's automation and due time (P1D after its step started).
+    expect(b.wait).toEqual({ automationId: 'nap', dueAt: expect.any(String) });
+    expect(graph.nodes[1].wait).toBeUndefined();
     const timeline = (await ws.call('GET', `/v1/runs/${runId}/steps`)).json();
     expect(timeline.runId).toBe(runId);
     expect(timeline.steps.map((s: { automationId: string; outcome: string | null }) => [s.automationId, s.outcome])).toEqual([['s', 'ok'], ['nap', null]]);
+    const nap = timeline.steps[1];
+    expect(Date.parse(b.wait.dueAt) - Date.parse(nap.startedAt)).toBe(24 * 3600_000);
   });
 
   it('a run that ended mid-wait shows the waiting node interrupted, finished when the run ended', async () => {
@@ -65,6 +70,7 @@ describeEachStore('engine: steps and graph endpoints', (env) => {
       ['done', 'pending'],
     ]);
     expect(graph.nodes[2].finishedAt).toBe(canceled.json().updatedAt);
+    expect(graph.nodes[2].wait).toBeUndefined();
     const [, nap] = (await ws.call('GET', `/v1/runs/${runId}/steps`)).json().steps;
     expect(nap).toMatchObject({ automationId: 'nap', outcome: 'canceled' });
   });

@@ -39,6 +39,16 @@ const GraphNodeSchema = Type.Object({
   state: Type.Optional(Type.Union(NODE_STATES.map((state) => Type.Literal(state)))),
   startedAt: Type.Optional(Nullable(Timestamp)),
   finishedAt: Type.Optional(Nullable(Timestamp)),
+  wait: Type.Optional(
+    Type.Object(
+      {
+        automationId: Type.String(),
+        dueAt: Nullable(Timestamp),
+        event: Type.Optional(Type.String()),
+      },
+      { description: 'a waiting node: its wait or wait_for_event automation, when it is due (null: no timeout), the event awaited' },
+    ),
+  ),
 });
 
 const GraphSchema = Type.Object({
