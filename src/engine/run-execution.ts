@@ -146,7 +146,7 @@ export class RunExecution {
     });
     if (released) return 'done';
     const row = await readRunLease(this.services.db, this.run.id);
-    if (!row || row.lease_owner !== this.lease.owner || row.lease_fence !== this.lease.fence) return 'done';
+    if (!this.isOurs(row)) return 'done';
     // An event came in since we looked: look again instead of sleeping past it.
     this.wakeSeq = row.wake_seq;
     this.state = state;
@@ -169,7 +169,11 @@ export class RunExecution {
   /** Whether the store still shows this run leased to us at our fence (and the heartbeat agrees). */
   private async stillHeld(): Promise<boolean> {
     if (this.control.lost()) return false;
-    const row = await readRunLease(this.services.db, this.run.id);
+    return this.isOurs(await readRunLease(this.services.db, this.run.id));
+  }
+
+  /** A run row read back: still leased to this execution, at its fence. */
+  private isOurs(row: { lease_owner: string | null; lease_fence: number } | undefined): row is NonNullable<typeof row> {
     return row !== undefined && row.lease_owner === this.lease.owner && row.lease_fence === this.lease.fence;
   }
 
@@ -297,7 +301,7 @@ export class RunExecution {
   /** Why a guarded write failed, and what to do: let go, stop, or look again. */
   private async afterGuardFailed(): Promise<Turn> {
     const row = await readRunLease(this.services.db, this.run.id);
-    if (!row || row.lease_owner !== this.lease.owner || row.lease_fence !== this.lease.fence) return 'done';
+    if (!this.isOurs(row)) return 'done';
     if (row.automation_status !== this.status) {
       // Paused or ended by the API: end the lease. A resumed run is due at once and goes on
       // from the last recorded step.

@@ -78,16 +78,20 @@ export function renderUrlTemplate(template: string, evaluateText: EvaluateText):
 /** A URL template whose filled value would not be the URL its template meant. */
 export class UrlTemplateError extends Error {}
 
+/** `scheme://` at the start of a URL. */
+const SCHEME = /^[a-z][a-z0-9+.-]*:\/\//i;
+
 function dotSegmentIn(url: string): boolean {
-  const scheme = /^[a-z][a-z0-9+.-]*:\/\/[^/?#]*/i.exec(url);
-  const path = url.slice(scheme ? scheme[0].length : 0).split(/[?#]/)[0];
+  const scheme = SCHEME.exec(url);
+  const afterHost = scheme ? url.slice(scheme[0].length).replace(/^[^/?#]*/, '') : url;
+  const path = afterHost.split(/[?#]/)[0];
   return path.split('/').some((segment) => /^(\.|%2e){1,2}$/i.test(segment));
 }
 
 /** Where the path (or query, or fragment) of a URL template starts: its first `/`, `?` or `#` after `scheme://`, outside placeholders. */
 function pathStartOf(template: string, placeholders: RegExpExecArray[] | RegExpMatchArray[]): number {
   const insidePlaceholder = (i: number) => placeholders.some((m) => i >= m.index! && i < m.index! + m[0].length);
-  const scheme = /^[a-z][a-z0-9+.-]*:\/\//i.exec(template);
+  const scheme = SCHEME.exec(template);
   for (let i = scheme ? scheme[0].length : 0; i < template.length; i++) {
     if ('/?#'.includes(template[i]) && !insidePlaceholder(i)) return i;
   }

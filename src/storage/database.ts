@@ -259,7 +259,7 @@ export interface DeliveryTable {
   error: string | null;
   /** JSON [{subjectRecordId, event, eventPayload}] not yet handed to waiting runs, else null */
   pending_wakes: string | null;
-  /** the signature's `t` (Unix seconds, as text) of a delivery sent without an Idempotency-Key: taken once (migration 0008) */
+  /** the `t` (Unix seconds, as text) of the signature that proved a signed delivery, with a key or without: taken once with its body (migration 0008) */
   signature_t: string | null;
 }
 

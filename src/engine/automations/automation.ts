@@ -114,7 +114,12 @@ export function filledSettings<T>(step: StepRequest): T {
   const written = step.automation.with;
   if (findPlaceholders(written).length === 0) return written as T;
   const filled = render(step.expressions, step.context, written);
-  const problems = settingsProblems(step.automation.type, filled);
-  if (problems.length > 0) throw new StepFailure(`${step.automation.type}: once its placeholders are filled, ${problems.join('; ')}`);
+  requireValidFilled(step.automation.type, filled);
   return filled as T;
+}
+
+/** Fails the step when settings, once filled, break a rule import applies to written ones. */
+export function requireValidFilled(type: Automation['type'], filled: unknown): void {
+  const problems = settingsProblems(type, filled);
+  if (problems.length > 0) throw new StepFailure(`${type}: once its placeholders are filled, ${problems.join('; ')}`);
 }

@@ -14,11 +14,10 @@
 import type { HttpWith } from '../../modules/blueprints/blueprint.js';
 import { render, renderUrl } from '../run-context.js';
 import { UrlTemplateError } from '../../lib/placeholders.js';
-import { settingsProblems } from '../../modules/blueprints/automation.validate.js';
 import type { StepResult } from '../executor.js';
 import { backoffDelay, isRetryableStatus, retryAfterMs } from '../outbound/backoff.js';
 import { OutboundNetworkError, OutboundRefusedError, sendOutbound, type OutboundAnswer } from '../outbound/outbound-request.js';
-import { LeaseLost, StepFailure, type AutomationHandler, type StepRequest } from './automation.js';
+import { LeaseLost, requireValidFilled, StepFailure, type AutomationHandler, type StepRequest } from './automation.js';
 import { fillSecrets, mentionsSecrets, secretNamesIn } from '../../modules/secrets/secret-refs.js';
 import { isTransientStoreError } from '../../lib/store-errors.js';
 
@@ -29,13 +28,14 @@ export const httpAutomation: AutomationHandler = {
   async call(step, services) {
     const written = step.automation.with as HttpWith;
     const { plain, named } = splitSecretHeaders(written.headers);
-    const settings = render(step.expressions, step.context, { ...written, headers: plain });
-    // A method or timeout filled from data must still be one import would take. (Header values
-    // are sent as text whatever a placeholder gave: a number as its digits.)
-    const problems = settingsProblems('http', { ...settings, headers: undefined });
-    if (problems.length > 0) throw new StepFailure(`http: once its placeholders are filled, ${problems.join('; ')}`);
-    // The URL apart: what fills its path or query is encoded, so data cannot change the endpoint.
-    const url = parseUrl(urlOf(step));
+    // The URL apart (urlOf): what fills its path or query is encoded, so data cannot change the endpoint.
+    const { url: _url, ...rest } = written;
+    const settings = render(step.expressions, step.context, { ...rest, headers: plain });
+    const urlText = urlOf(step);
+    // A method or timeout filled from data must still be one import would take, and the URL as
+    // it will be sent an http one. (Header values are sent as text whatever a placeholder gave.)
+    requireValidFilled('http', { ...settings, url: urlText, headers: undefined });
+    const url = parseUrl(urlText);
     const body = settings.body === undefined || settings.method === 'GET' ? null : JSON.stringify(settings.body);
     // Made at the first try that can read the secrets: a database that does not answer is
     // retried like a network failure. The same headers then go with every try.
@@ -111,7 +111,7 @@ function splitSecretHeaders(headers: Record<string, string> | undefined): { plai
 
 /** The request's headers, secrets filled in, and the secret values used (to keep them out of the output). */
 async function prepareHeaders(
-  settings: HttpWith,
+  settings: Pick<HttpWith, 'headers'>,
   named: [string, string][],
   hasBody: boolean,
   step: StepRequest,
@@ -129,7 +129,7 @@ async function prepareHeaders(
   return { headers, secretValues: [...values.values()] };
 }
 
-function requestHeaders(settings: HttpWith, stepKey: string, secretHeaders: Record<string, string>): Record<string, string> {
+function requestHeaders(settings: Pick<HttpWith, 'headers'>, stepKey: string, secretHeaders: Record<string, string>): Record<string, string> {
   const headers: Record<string, string> = {};
   // Lower-cased names, so a header given twice in other cases is one header.
   for (const [name, value] of Object.entries({ ...settings.headers, ...secretHeaders })) headers[name.toLowerCase()] = String(value);

@@ -24,7 +24,7 @@ export interface IntakeInput {
   idempotencyKey: string | string[] | undefined;
   /**
    * The `t` of the signature that proved it (null: a bearer endpoint, or a caller that checked
-   * none). Without an Idempotency-Key, the same body signed at the same `t` is taken once: the
+   * none). The same body signed at the same `t` is taken once, whatever key it carries: the
    * same request sent again is a replay, answered as one.
    */
   signedAt?: number | null;

@@ -8,6 +8,7 @@ import type { Database, DbOrTx, DeliveryStatus, DeliveryTable } from '../../stor
 import type { Dialect } from '../../storage/connect.js';
 import { newestFirstPage, type Page } from '../../lib/cursor.js';
 import { parseJson } from '../../lib/json.js';
+import { chunks, ID_CHUNK } from '../events/sql-chunks.js';
 import {
   COLUMNS_WITHOUT_BODY,
   DELIVERY_COLUMNS,
@@ -273,11 +274,11 @@ export function markProcessedSqlite(
  * with deliveries claimed for it at intake), so the next processor need not wait for the lease.
  */
 export async function releaseDeliveries(db: DbOrTx, deliveryIds: readonly string[], owner: string): Promise<void> {
-  for (let i = 0; i < deliveryIds.length; i += 1000) {
+  for (const chunk of chunks(deliveryIds, ID_CHUNK)) {
     await db
       .updateTable('deliveries')
       .set((eb) => ({ status: 'received' as const, lease_owner: null, lease_expires_at: null, attempts: eb('attempts', '-', 1) }))
-      .where('id', 'in', deliveryIds.slice(i, i + 1000))
+      .where('id', 'in', chunk)
       .where('status', '=', 'processing')
       .where('lease_owner', '=', owner)
       .execute();
@@ -286,11 +287,11 @@ export async function releaseDeliveries(db: DbOrTx, deliveryIds: readonly string
 
 /** Extends the leases `owner` holds on deliveries still `processing` (a heartbeat while they are worked on). */
 export async function extendDeliveryLeases(db: DbOrTx, deliveryIds: readonly string[], owner: string, until: string): Promise<void> {
-  for (let i = 0; i < deliveryIds.length; i += 1000) {
+  for (const chunk of chunks(deliveryIds, ID_CHUNK)) {
     await db
       .updateTable('deliveries')
       .set({ lease_expires_at: until })
-      .where('id', 'in', deliveryIds.slice(i, i + 1000))
+      .where('id', 'in', chunk)
       .where('status', '=', 'processing')
       .where('lease_owner', '=', owner)
       .execute();
