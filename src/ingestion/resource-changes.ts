@@ -34,8 +34,9 @@ export interface RaisedEvent {
 export interface RecordChange {
   record: PlainRecord;
   /**
-   * The tags the previous delivery of this record gave it, null when it was never delivered.
-   * An update removes those (and keeps tags set since by pathways); with null, it replaces all.
+   * The tags the previous delivery of this record gave it (less those a pathway has adopted since),
+   * null when it was never delivered. An update removes those it no longer carries and keeps every
+   * other tag (set by pathways); with null, it removes none.
    */
   previousSourceTags: string[] | null;
 }

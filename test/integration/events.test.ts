@@ -11,6 +11,7 @@ import {
   type Endpoint,
 } from '../helpers/deliveries.js';
 import { changeTags, findRecordByExtId } from '../../src/modules/records/record.repository.js';
+import { chain, fire, recordTags, testWorker, webTriggerFor } from '../helpers/engine-harness.js';
 
 const patient = (id: string, extra: Record<string, unknown> = {}) => ({ resourceType: 'Patient', id, name: [{ text: `Patient ${id}` }], ...extra });
 const encounter = (id: string, status: string, patientId: string) => ({
@@ -232,5 +233,38 @@ describeEachStore('event triggers', (env) => {
     await deliverAndProcess(env, feed, tagged(['COPD', 'Diabetes']));
     expect((await search(ws, 'Patient')).results[0].tags).toEqual(['copd', 'diabetes', 'followup-call']);
     expect((await search(ws, 'Patient', [{ op: 'without', tag: 'high-risk' }])).total).toBe(1);
+  });
+
+  it('keeps the tags pathways give: on a stand-in when its Patient arrives, and one the resource carried too', async () => {
+    const ws = await env.workspace();
+    const feed = await createEndpoint(ws);
+    const tagged = (id: string, codes: string[]) => patient(id, { meta: { tag: codes.map((code) => ({ system: 'http://example.org/tags', code })) } });
+    const { triggerId } = await webTriggerFor(ws, chain('Flag for a call', [
+      { id: 'flag', automations: [{ id: 't', type: 'tag', with: { target: 'subject', add: ['followup-call', 'copd'] } }] },
+    ]));
+    const flag = async (extId: string) => {
+      await fire(ws, triggerId, { subject: { reference: `Patient/${extId}` } });
+      await testWorker(env).drain();
+    };
+
+    // A stand-in (an Encounter came before its Patient) tagged by a pathway keeps the tag when the
+    // Patient resource first arrives; before, that first delivery replaced all of its tags.
+    await deliverAndProcess(env, feed, encounter('st-enc', 'planned', 'st1'));
+    await flag('st1');
+    await deliverAndProcess(env, feed, tagged('st1', ['Diabetes']));
+    const standIn = await findRecordByExtId(env.db, ws.workspaceId, 'Patient', 'st1');
+    expect(await recordTags(env, standIn!.id)).toEqual(['copd', 'diabetes', 'followup-call']);
+
+    // A tag the resource gave and a pathway then added too is the pathway's: the next delivery
+    // without it leaves it. A tag only the resource gave still goes.
+    await deliverAndProcess(env, feed, tagged('pv1', ['COPD', 'High Risk']));
+    await flag('pv1');
+    await deliverAndProcess(env, feed, tagged('pv1', []));
+    const record = await findRecordByExtId(env.db, ws.workspaceId, 'Patient', 'pv1');
+    expect(await recordTags(env, record!.id)).toEqual(['copd', 'followup-call']);
+    expect((await search(ws, 'Patient', [{ op: 'with', tag: 'copd' }])).total).toBe(2);
+    const state = await env.db.selectFrom('resource_states').select('source_tags')
+      .where('workspace_id', '=', ws.workspaceId).where('resource_type', '=', 'Patient').where('resource_id', '=', 'pv1').executeTakeFirstOrThrow();
+    expect(JSON.parse(state.source_tags!)).toEqual([]);
   });
 });

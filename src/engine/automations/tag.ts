@@ -3,7 +3,7 @@
  * Pathway record (id = runId), in the step's transaction, so search sees it when the step is.
  */
 import type { TagWith } from '../../modules/blueprints/blueprint.js';
-import { changeTags } from '../../modules/records/record.repository.js';
+import { adoptTagsFromSource, changeTags } from '../../modules/records/record.repository.js';
 import { isRunStatus } from '../run-status.js';
 import { filledSettings, requireSubject, StepFailure, type AutomationHandler } from './automation.js';
 
@@ -27,7 +27,10 @@ export const tagAutomation: AutomationHandler = {
     const subject = requireSubject(step);
     return {
       result: { outcome: 'ok', output },
-      write: (tx, at) => changeTags(tx, step.run.workspaceId, subject.id, add, remove, at),
+      write: async (tx, at) => {
+        await changeTags(tx, step.run.workspaceId, subject.id, add, remove, at);
+        await adoptTagsFromSource(tx, step.run.workspaceId, subject, add.filter((tag) => !remove.includes(tag)));
+      },
       afterCommit: () => {
         subject.tags = [...new Set([...subject.tags.filter((tag) => !remove.includes(tag)), ...add])].sort();
       },

@@ -29,11 +29,7 @@ export function sqliteRecordStore(s: SqliteDeliveryStatements, workspaceId: stri
     async update(recordId, change, at) {
       const { name, tags } = change.record;
       s.renameRecord.run(name, at, recordId);
-      if (change.previousSourceTags === null) {
-        s.deleteTagsNotIn.run(recordId, JSON.stringify(tags));
-        return;
-      }
-      const dropped = change.previousSourceTags.filter((tag) => !tags.includes(tag));
+      const dropped = (change.previousSourceTags ?? []).filter((tag) => !tags.includes(tag));
       if (dropped.length > 0) s.deleteTagsIn.run(recordId, JSON.stringify(dropped));
     },
     async insert(records, at) {

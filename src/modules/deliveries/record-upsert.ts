@@ -4,8 +4,10 @@
  *
  * Decisions:
  * - Tags: an update replaces the tags the resource gave the record last time with the ones it
- *   carries now; tags added since by pathways (`tag` automations) stay. A record never delivered
- *   before (made by hand, or as a stand-in, below) has all its tags replaced.
+ *   carries now; tags added by pathways (`tag` automations) stay, even one the resource also
+ *   carried (the pathway adopts it: `adoptTagsFromSource`). A record never delivered before (a
+ *   stand-in, below, that a pathway may have tagged already) keeps its tags and gains the
+ *   resource's.
  * - A resource about a patient the service has not seen (an Encounter before its Patient) makes a
  *   stand-in Patient record: extId = the referenced id, name = the id, no tags. Runs then have
  *   their subject from the first event, `wait_for_event` and `tag` work on it, and when the
@@ -56,13 +58,7 @@ async function removeRecords(db: DbOrTx, recordIds: string[]): Promise<void> {
 async function updateRecord(db: DbOrTx, recordId: string, change: RecordChange, at: string): Promise<void> {
   const { name, tags } = change.record;
   await db.updateTable('records').set({ name, updated_at: at }).where('id', '=', recordId).execute();
-  if (change.previousSourceTags === null) {
-    let removal = db.deleteFrom('record_tags').where('record_id', '=', recordId);
-    if (tags.length > 0) removal = removal.where('tag', 'not in', tags);
-    await removal.execute();
-    return;
-  }
-  const dropped = change.previousSourceTags.filter((tag) => !tags.includes(tag));
+  const dropped = (change.previousSourceTags ?? []).filter((tag) => !tags.includes(tag));
   if (dropped.length > 0) {
     await db.deleteFrom('record_tags').where('record_id', '=', recordId).where('tag', 'in', dropped).execute();
   }

@@ -29,7 +29,6 @@ export interface SqliteDeliveryStatements {
   findRecord: BetterSqlite3.Statement;
   insertRecord: BetterSqlite3.Statement;
   renameRecord: BetterSqlite3.Statement;
-  deleteTagsNotIn: BetterSqlite3.Statement;
   deleteTagsIn: BetterSqlite3.Statement;
   insertTag: BetterSqlite3.Statement;
   deleteAllTags: BetterSqlite3.Statement;
@@ -116,7 +115,6 @@ function prepare(connection: BetterSqlite3.Database): SqliteDeliveryStatements {
        on conflict (workspace_id, resource_type, ext_id) do nothing`,
     ),
     renameRecord: connection.prepare(`update records set name = ?, updated_at = ? where id = ?`),
-    deleteTagsNotIn: connection.prepare(`delete from record_tags where record_id = ? and tag not in (select value from json_each(?))`),
     deleteTagsIn: connection.prepare(`delete from record_tags where record_id = ? and tag in (select value from json_each(?))`),
     insertTag: connection.prepare(`insert into record_tags (record_id, workspace_id, tag) values (?, ?, ?) on conflict (record_id, tag) do nothing`),
     deleteAllTags: connection.prepare(`delete from record_tags where record_id = ?`),

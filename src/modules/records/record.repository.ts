@@ -1,5 +1,6 @@
 import type { DbOrTx } from '../../storage/database.js';
 import { uuidv7 } from '../../lib/ids.js';
+import { parseJson } from '../../lib/json.js';
 
 /**
  * Search records and their tags. Patients and Practitioners come from ingestion; every run is a
@@ -90,6 +91,40 @@ export async function changeTags(
       .execute();
   }
   await db.updateTable('records').set({ updated_at: at }).where('id', '=', recordId).execute();
+}
+
+/**
+ * Tags a pathway adds to a Patient or Practitioner record are the pathway's from then on: they
+ * stop counting as given by the record's resource (`resource_states.source_tags`), so a later
+ * delivery of the resource that no longer carries one of them leaves it where the pathway put it
+ * (docs/decisions.md, "An update replaces the tags the resource gave its record last time").
+ * Removals leave the resource's list alone: a delivery that still carries the tag gives it back.
+ */
+export async function adoptTagsFromSource(
+  db: DbOrTx,
+  workspaceId: string,
+  record: { resourceType: string; extId: string },
+  added: string[],
+): Promise<void> {
+  if (added.length === 0) return;
+  const state = await db
+    .selectFrom('resource_states')
+    .select('source_tags')
+    .where('workspace_id', '=', workspaceId)
+    .where('resource_type', '=', record.resourceType)
+    .where('resource_id', '=', record.extId)
+    .executeTakeFirst();
+  if (!state || state.source_tags === null) return;
+  const given = parseJson<string[]>(state.source_tags, []);
+  const kept = given.filter((tag) => !added.includes(tag));
+  if (kept.length === given.length) return;
+  await db
+    .updateTable('resource_states')
+    .set({ source_tags: JSON.stringify(kept) })
+    .where('workspace_id', '=', workspaceId)
+    .where('resource_type', '=', record.resourceType)
+    .where('resource_id', '=', record.extId)
+    .execute();
 }
 
 /** Tags of many records at once, for a page of search hits. */
