@@ -193,6 +193,63 @@ describeEachStore(
       for (const trigger of [inactive, deleted, onDemand]) expect(ran).not.toContain(trigger.triggerId);
     });
 
+    it('a trigger turned off has no next run; turned on again, it runs at the next tick, not at once for one it missed', async () => {
+      const { ws, queryId } = await cohort(env, 2);
+      clock.set('2024-07-10T00:00:00.000Z');
+      const trigger = await searchTrigger(ws, queryId, { schedule: { interval: 'P1D', timezone: 'UTC', startAt: '2024-07-10T08:00:00.000Z' }, onePerSubject: false });
+      expect(trigger.nextRunAt).toBe('2024-07-10T08:00:00.000Z');
+      const off = await ws.call('PATCH', `/v1/triggers/${trigger.triggerId}`, { body: { active: false } });
+      expect(off.json().nextRunAt).toBeNull();
+      // Off over two 08:00 ticks; on again at noon: the next is tomorrow's 08:00, and nothing runs now.
+      clock.set('2024-07-12T12:00:00.000Z');
+      const on = await ws.call('PATCH', `/v1/triggers/${trigger.triggerId}`, { body: { active: true } });
+      expect(on.json().nextRunAt).toBe('2024-07-13T08:00:00.000Z');
+      expect(await ticksAt(env, trigger.triggerId, ['2024-07-12T12:00:01.000Z', '2024-07-13T08:00:00.000Z'])).toEqual(['2024-07-13T08:00:00.000Z']);
+      expect(await runsOf(ws, `triggerId=${trigger.triggerId}`)).toHaveLength(2);
+      // Created inactive: no next run either.
+      expect((await searchTrigger(ws, queryId, { schedule: { interval: 'PT1H', timezone: 'UTC' }, active: false })).nextRunAt).toBeNull();
+    });
+
+    it('a changed schedule keeps its anchor: the creation time, unless it says startAt', async () => {
+      const { ws, queryId } = await cohort(env, 1);
+      clock.set('2024-07-20T08:00:00.000Z');
+      const trigger = await searchTrigger(ws, queryId, { schedule: { interval: 'P1D', timezone: 'UTC' } });
+      expect(trigger.nextRunAt).toBe('2024-07-21T08:00:00.000Z');
+      // Only the zone changes, hours later: still 08:00 of its anchor's wall clock (it became the time of the PATCH).
+      clock.set('2024-07-20T14:30:00.000Z');
+      const patched = await ws.call('PATCH', `/v1/triggers/${trigger.triggerId}`, { body: { schedule: { interval: 'P1D', timezone: 'Europe/London' } } });
+      expect(patched.json().nextRunAt).toBe('2024-07-21T08:00:00.000Z');
+      const started = await ws.call('PATCH', `/v1/triggers/${trigger.triggerId}`, { body: { schedule: { interval: 'P1D', timezone: 'UTC', startAt: '2024-07-22T06:00:00Z' } } });
+      expect(started.json().nextRunAt).toBe('2024-07-22T06:00:00.000Z');
+    });
+
+    it('refuses a startAt outside 1970-9999 and a cron startAt past its last fire time; a series that ends stops', async () => {
+      const { ws, queryId } = await cohort(env, 1);
+      clock.set('2024-07-30T00:00:00.000Z');
+      const triggersBefore = (await ws.call('GET', '/v1/triggers')).json().data.length;
+      for (const [schedule, says] of [
+        // -12:00 makes it 10000-01-01 in UTC: stored, it was a 500 and a tick due for ever (text order).
+        [{ interval: 'P1Y', timezone: 'UTC', startAt: '9999-12-31T23:59:00-12:00' }, 'between 1970-01-01 and 9999-12-31'],
+        [{ interval: 'P1D', timezone: 'UTC', startAt: '1969-12-31T23:59:59Z' }, 'between 1970-01-01 and 9999-12-31'],
+        [{ interval: '0 8 * * *', timezone: 'UTC', startAt: '5000-01-01T00:00:00Z' }, 'past the last time the cron expression fires'],
+      ] as const) {
+        const res = await ws.call('POST', '/v1/triggers', { body: { name: 'Far', sourceId: (await ws.importBlueprint(simpleBlueprint('Far'))).id, type: 'search', queryId, schedule } });
+        expect(res.statusCode, res.body).toBe(400);
+        expect(res.json()).toMatchObject({ code: 'invalid_request', error: expect.stringContaining(says) });
+      }
+      expect((await ws.call('GET', '/v1/triggers')).json().data).toHaveLength(triggersBefore);
+
+      const last = await searchTrigger(ws, queryId, { schedule: { interval: 'P1Y', timezone: 'UTC', startAt: '9999-06-01T00:00:00Z' }, onePerSubject: false });
+      expect(last.nextRunAt).toBe('9999-06-01T00:00:00.000Z');
+      const patched = await ws.call('PATCH', `/v1/triggers/${last.triggerId}`, { body: { schedule: { interval: '0 8 * * *', timezone: 'UTC', startAt: '5000-01-01T00:00:00Z' } } });
+      expect(patched.statusCode).toBe(400);
+      // The one tick left runs; the next would fall in the year 10000: the series ends there.
+      expect(await ticksAt(env, last.triggerId, ['9999-06-01T00:00:01.000Z', '9999-06-01T00:00:02.000Z', '9999-12-31T23:59:59.000Z'])).toEqual(['9999-06-01T00:00:00.000Z']);
+      expect(await nextRunAt(ws, last.triggerId)).toBeNull();
+      expect((await ws.call('GET', '/v1/triggers')).statusCode).toBe(200);
+      expect(await runsOf(ws, `triggerId=${last.triggerId}`)).toHaveLength(1);
+    });
+
     it('two schedulers on one store racing for the same ticks run each tick once', async () => {
       const other = await secondContainer(env);
       try {
@@ -257,6 +314,23 @@ describeEachStore(
       expect(res.json()).toMatchObject({ started: 2, skipped: 0 });
       const subjects = await env.db.selectFrom('runs').select('subject_record_id').where('trigger_id', '=', cohortTrigger.triggerId).execute();
       expect(subjects.map((s) => s.subject_record_id).sort()).toEqual(fired.sort());
+    });
+
+    it("a Pathway query never matches the trigger's own runs: they would feed on themselves, more at every tick", async () => {
+      const ws = await env.workspace();
+      const blueprint = await ws.importBlueprint(simpleBlueprint('Source pathway'));
+      const web = (await ws.call('POST', '/v1/triggers', { body: { name: 'Web', sourceId: blueprint.id, type: 'web' } })).json();
+      const fired = [];
+      for (let i = 0; i < 3; i++) fired.push((await ws.call('POST', `/v1/triggers/${web.triggerId}`, { body: {} })).json().runId);
+      // Its own runs are `scheduled` too (autoStart), so the query matches them from the second call on.
+      const { queryId } = await savedQuery(ws, 'Pathway', [{ op: 'with', tag: 'scheduled' }]);
+      const cohortTrigger = await searchTrigger(ws, queryId, { onePerSubject: false });
+      const counts = [];
+      for (let i = 0; i < 3; i++) counts.push((await ws.call('POST', `/v1/triggers/${cohortTrigger.triggerId}/evaluate`)).json());
+      expect(counts.map((c) => c.started)).toEqual([3, 3, 3]);
+      expect(counts.map((c) => c.skipped)).toEqual([0, 3, 6]);
+      const subjects = await env.db.selectFrom('runs').select('subject_record_id').where('trigger_id', '=', cohortTrigger.triggerId).execute();
+      expect(new Set(subjects.map((s) => s.subject_record_id))).toEqual(new Set(fired));
     });
 
     it('refuses other trigger types (400), inactive ones (409), unknown ids (404) and keys without runs:write (403)', async () => {

@@ -444,6 +444,32 @@ describe('nextTickAfter: cron', () => {
   });
 });
 
+describe('nextTickAfter: cron asked from inside a night whose clocks change', () => {
+  // From any minute of the night, the next tick is the series' next one, as walked from the day
+  // before. croner alone skipped one: from 00:31Z on Amsterdam's fall-back night `30 2 * * *`
+  // answered the next day, and `*/20 1-3 * * *` in London skipped 01:00Z from 00:04Z.
+  const cases = [
+    { interval: '30 2 * * *', zone: AMSTERDAM, night: '2026-10-25T00:00:00Z' },
+    { interval: '30 2 * * *', zone: AMSTERDAM, night: '2026-03-29T00:00:00Z' },
+    { interval: '*/20 1-3 * * *', zone: 'Europe/London', night: '2026-10-24T23:00:00Z' },
+    { interval: '*/20 1-3 * * *', zone: 'Europe/London', night: '2026-03-28T23:00:00Z' },
+    { interval: '0 2 * * *', zone: NEW_YORK, night: '2026-11-01T04:00:00Z' },
+    { interval: '15 1,2,3 * * *', zone: NEW_YORK, night: '2026-03-08T05:00:00Z' },
+  ];
+  for (const { interval, zone, night } of cases) {
+    it(`${interval} in ${zone}, the night of ${night.slice(0, 10)}`, () => {
+      const s = schedule(interval, zone);
+      const start = at(night).getTime() - 86_400_000;
+      const series = ticks(s, night, new Date(start).toISOString(), 40).map((iso) => at(iso).getTime());
+      for (let minute = 0; minute < 6 * 60; minute += 1) {
+        const from = at(night).getTime() + minute * 60_000 + 30_000;
+        const expected = series.find((tick) => tick > from)!;
+        expect(nextTickAfter(s, at(night), new Date(from)).getTime(), new Date(from).toISOString()).toBe(expected);
+      }
+    });
+  }
+});
+
 describe('latestTickAtOrBefore', () => {
   it('is null before the anchor and the anchor itself at the anchor', () => {
     const anchor = at('2026-01-01T00:00:00.000Z');

@@ -7,7 +7,7 @@
 import { Type } from '@sinclair/typebox';
 import type { Api } from '../types.js';
 import type { Container } from '../../container.js';
-import { CursorParam, EmptyBody, ErrorBody, IdParams, ListEnvelope, Nullable, PageLimit, Timestamp, Uuid, commonErrors, noBodyIsEmpty } from '../schemas/common.js';
+import { CursorParam, EmptyBody, ErrorBody, IdParams, ListEnvelope, Nullable, PageLimit, Timestamp, Uuid, commonErrors, noBodyIsEmpty, BODY_OPTIONAL } from '../schemas/common.js';
 import { notFound } from '../../lib/errors.js';
 import { findWebhook } from '../../modules/webhooks/webhook.repository.js';
 import { listDeliveries } from '../../modules/deliveries/delivery.repository.js';
@@ -52,7 +52,7 @@ const Catalog = Type.Object({
 
 const Evaluation = Type.Object({
   started: Type.Integer({ description: 'runs started, one per matching record' }),
-  skipped: Type.Integer({ description: 'matching records that already have a live run of this trigger (onePerSubject)' }),
+  skipped: Type.Integer({ description: 'matching records that already have a live run of this trigger (onePerSubject), or that are Pathway records of its own runs' }),
   idempotencyKey: Type.String({ description: 'carried by every run this evaluation started' }),
 });
 
@@ -112,9 +112,13 @@ export function registerInboundRoutes(api: Api, container: Container): void {
         description:
           'Same semantics as a schedule tick: the subject of each run is the matched record, onePerSubject holds back ' +
           'records with a live run of this trigger, and every run carries the answered `idempotencyKey`. Only search ' +
-          'triggers can be evaluated (400 otherwise); an inactive one is 409 `trigger_inactive`.',
+          'triggers can be evaluated (400 otherwise); an inactive one is 409 `trigger_inactive`. It takes no ' +
+          '`Idempotency-Key`: each call is an evaluation of its own. Sent again after a timeout, it starts nothing ' +
+          'for records whose run of this trigger is still live (onePerSubject, the default); without onePerSubject ' +
+          'it starts a second run per record.',
         params: IdParams('triggerId'),
         body: EmptyBody,
+        [BODY_OPTIONAL]: true,
         response: { 200: Evaluation, ...commonErrors, 409: ErrorBody },
       },
       preValidation: noBodyIsEmpty,

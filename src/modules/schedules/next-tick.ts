@@ -22,14 +22,29 @@
  */
 import { Cron } from 'croner';
 import { DateTime } from 'luxon';
-import { averageStepMs, parseInterval, type DurationParts, type Schedule } from './schedule.js';
+import { LAST_TICK_MS, averageStepMs, parseInterval, type DurationParts, type Schedule } from './schedule.js';
 
 const MINUTE_MS = 60_000;
 /** How far back to look for a cron fire time before deciding there is none (no startAt). */
 const CRON_LOOKBACK_MS = 400 * 365 * 86_400_000;
 
+/**
+ * The trigger's next run strictly after `after`, or null when its series has ended: past
+ * LAST_TICK_MS, or a cron expression with no fire time left (croner looks up to the year 3000).
+ */
+export function nextRunAfter(schedule: Schedule, anchor: Date, after: Date): Date | null {
+  const next = nextTickOrNull(schedule, anchor, after);
+  return next !== null && next.getTime() <= LAST_TICK_MS ? next : null;
+}
+
 /** The first tick strictly after `after`. */
 export function nextTickAfter(schedule: Schedule, anchor: Date, after: Date): Date {
+  const next = nextTickOrNull(schedule, anchor, after);
+  if (next === null) throw new Error(`cron expression "${schedule.interval}" has no fire time after ${after.toISOString()}`);
+  return next;
+}
+
+function nextTickOrNull(schedule: Schedule, anchor: Date, after: Date): Date | null {
   const interval = parseInterval(schedule.interval);
   const start = anchor.getTime();
   const limit = after.getTime();
@@ -108,16 +123,27 @@ function lastIndexAtOrBefore(tickAt: (n: number) => number, limit: number, guess
   return low;
 }
 
-function nextCronTick(schedule: Schedule, expression: string, after: number): Date {
+/** Longer than any daylight saving shift (two hours at most, at Antarctica's Troll station). */
+const DST_WINDOW_MS = 3 * 3_600_000;
+
+function nextCronTick(schedule: Schedule, expression: string, after: number): Date | null {
   const cron = new Cron(expression, { timezone: schedule.timezone });
   const startAt = schedule.startAt === undefined ? undefined : Date.parse(schedule.startAt);
   // croner answers strictly after the time it is given, so starting one millisecond before
   // startAt lets startAt itself be a tick.
   const from = startAt !== undefined && after < startAt ? startAt - 1 : after;
   const next = cron.nextRun(new Date(from));
-  if (next === null) throw new Error(`cron expression "${expression}" has no fire time after ${new Date(from).toISOString()}`);
-  return next;
+  // Asked from inside a night whose clocks change, croner can skip the series' next fire time
+  // (from 00:31Z on Amsterdam's fall-back night, `30 2 * * *` answered the next day, not the
+  // second 02:30 at 01:30Z). Its answers are right when it walks the series from before the
+  // change, so near one it walks from DST_WINDOW_MS earlier to the first fire time after `from`.
+  if (next === null || offsetAt(from - DST_WINDOW_MS, schedule.timezone) === offsetAt(next.getTime(), schedule.timezone)) return next;
+  let walked = cron.nextRun(new Date(from - DST_WINDOW_MS));
+  while (walked !== null && walked.getTime() <= from) walked = cron.nextRun(walked);
+  return walked;
 }
+
+const offsetAt = (ms: number, zone: string): number => DateTime.fromMillis(ms, { zone }).offset;
 
 /**
  * croner only looks forward, so search backwards. Invariant: some fire time lies in (low, now]

@@ -50,6 +50,13 @@ const DURATION =
   /^P(?:(\d+)Y)?(?:(\d+)M)?(?:(\d+)W)?(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+)S)?)?$/;
 const DATE_TIME_WITH_OFFSET =
   /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?(?:Z|[+-]\d{2}:\d{2})$/;
+/**
+ * The last instant a tick may fall on. Ticks are stored as ISO 8601 text and compared as text;
+ * a year past 9999 is written `+010000-…`, which sorts before every other time: such a tick was
+ * due for ever, and ran every second. A `startAt` must lie between 1970 and this.
+ */
+export const LAST_TICK_MS = Date.UTC(9999, 11, 31, 23, 59, 59, 999);
+
 const KNOWN_FIELDS = new Set(['interval', 'timezone', 'startAt']);
 
 const INTERVAL_HINT =
@@ -66,7 +73,7 @@ export function parseSchedule(input: unknown): Schedule {
   }
 
   const interval = requireString(body.interval, 'schedule.interval');
-  parseInterval(interval);
+  const parsed = parseInterval(interval);
   const timezone = requireString(body.timezone, 'schedule.timezone');
   if (!isIanaZone(timezone)) {
     throw invalidRequest('schedule.timezone must be an IANA time zone name such as Europe/Amsterdam or UTC');
@@ -76,6 +83,7 @@ export function parseSchedule(input: unknown): Schedule {
   // null is accepted as "no startAt" so that PATCH can clear it (DESIGN §2).
   if (body.startAt !== undefined && body.startAt !== null) {
     schedule.startAt = parseStartAt(body.startAt);
+    if (parsed.kind === 'cron') requireCronTickFrom(parsed.expression, timezone, schedule.startAt);
   }
   return schedule;
 }
@@ -138,12 +146,25 @@ function parseCron(text: string): ParsedInterval {
   return { kind: 'cron', expression: text };
 }
 
+/**
+ * croner looks for fire times up to a limit (the year 3000 or so): a `startAt` past the last one
+ * would leave the trigger with no next run, and computing it threw (a 500).
+ */
+function requireCronTickFrom(expression: string, timezone: string, startAt: string): void {
+  if (new Cron(expression, { timezone }).nextRun(new Date(Date.parse(startAt) - 1)) === null) {
+    throw invalidRequest('schedule.startAt is past the last time the cron expression fires');
+  }
+}
+
 function parseStartAt(value: unknown): string {
   const message = 'schedule.startAt must be an ISO 8601 date-time with an offset, such as 2026-03-01T08:00:00+01:00';
   if (typeof value !== 'string' || !DATE_TIME_WITH_OFFSET.test(value)) throw invalidRequest(message);
   // Luxon rejects impossible dates (2026-02-30) that Date.parse would roll over.
   const parsed = DateTime.fromISO(value, { setZone: true });
   if (!parsed.isValid) throw invalidRequest(message);
+  if (parsed.toMillis() < 0 || parsed.toMillis() > LAST_TICK_MS) {
+    throw invalidRequest('schedule.startAt must fall between 1970-01-01 and 9999-12-31 (UTC)');
+  }
   return parsed.toJSDate().toISOString();
 }
 

@@ -12,7 +12,7 @@ import { hostname } from 'node:os';
 import type { Logger } from '../../lib/logger.js';
 import type { Clock } from '../../lib/clock.js';
 import { uuidv4 } from '../../lib/ids.js';
-import { latestTickAtOrBefore, nextTickAfter } from '../schedules/next-tick.js';
+import { latestTickAtOrBefore, nextRunAfter } from '../schedules/next-tick.js';
 import type { StoredSchedule } from '../triggers/trigger.repository.js';
 import { createPlannedRuns, sweepPlannedRuns, DEFAULT_PLAN_LEASE_MS, type RunStarterDeps } from '../events/planned-runs.js';
 import { claimTick, findDueSearchTriggers, loadTriggerForEvaluation, type DueTrigger } from './search-trigger.repository.js';
@@ -100,11 +100,12 @@ export class Scheduler {
     const nextRunAt = new Date(due.next_run_at);
     const latest = latestTickAtOrBefore(schedule, anchor, now);
     const tick = latest !== null && latest >= nextRunAt ? latest : nextRunAt;
-    const next = nextTickAfter(schedule, anchor, now);
+    // null when the series has ended: the trigger stays, with no next run.
+    const next = nextRunAfter(schedule, anchor, now);
     const idempotencyKey = tickKey(due.id, tick);
 
     const planned = await db.transaction().execute(async (tx) => {
-      if (!(await claimTick(tx, due.id, due.next_run_at, next.toISOString()))) return null;
+      if (!(await claimTick(tx, due.id, due.next_run_at, next?.toISOString() ?? null))) return null;
       const trigger = await loadTriggerForEvaluation(tx, due.id);
       if (!trigger || !trigger.blueprint || !trigger.query) {
         logger.warn({ triggerId: due.id }, 'search trigger lost its blueprint or saved query; the tick starts nothing');

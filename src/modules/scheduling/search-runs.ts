@@ -2,13 +2,15 @@
  * The runs of one search-trigger evaluation (a schedule tick or `POST …/evaluate`, DESIGN §9):
  * one per record the saved query matches, subject = that record, all with one idempotency key.
  * onePerSubject (default true for search triggers) holds back records that already have a run of
- * the trigger that is not terminal, or one planned. Planned inside the caller's transaction.
+ * the trigger that is not terminal, or one planned. A query over Pathway records never matches
+ * the trigger's own runs: each tick would otherwise start a run for every run the last one
+ * started, without end. Planned inside the caller's transaction.
  */
 import type { DbOrTx } from '../../storage/database.js';
 import type { Dialect } from '../../storage/connect.js';
 import { insertPlannedRuns, lockTriggers, subjectKey, subjectsWithLiveRuns } from '../events/planned-runs.repository.js';
 import { plannedRun, type PlanContext } from '../events/run-plan.js';
-import type { SearchTrigger } from './search-trigger.repository.js';
+import { ownRunsAmong, type SearchTrigger } from './search-trigger.repository.js';
 import { findMatches, recordIdsAt } from '../search/search.repository.js';
 
 /** Records read and planned per round: bounded memory for any cohort size. */
@@ -17,7 +19,7 @@ const PAGE = 5000;
 export interface SearchRunsResult {
   plannedRunIds: string[];
   matched: number;
-  /** matched records held back by onePerSubject */
+  /** matched records held back by onePerSubject, or that are the trigger's own runs */
   skipped: number;
 }
 
@@ -41,8 +43,9 @@ export async function planSearchRuns(
     const page = await recordIdsAt(db, trigger.workspace_id, positions.slice(from, from + PAGE));
     result.matched += page.length;
     const live = onePerSubject ? await subjectsWithLiveRuns(db, [trigger.id], page) : new Set<string>();
+    const own = trigger.query.resourceType === 'Pathway' ? await ownRunsAmong(db, trigger.id, page) : new Set<string>();
     const rows = page
-      .filter((recordId) => !live.has(subjectKey(trigger.id, recordId)))
+      .filter((recordId) => !live.has(subjectKey(trigger.id, recordId)) && !own.has(recordId))
       .map((recordId) =>
         plannedRun(trigger, context, {
           subjectRecordId: recordId,

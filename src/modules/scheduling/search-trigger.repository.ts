@@ -4,6 +4,7 @@
  */
 import type { DbOrTx } from '../../storage/database.js';
 import { parseJson } from '../../lib/json.js';
+import { ID_CHUNK, chunks } from '../events/sql-chunks.js';
 import type { TagFilter } from '../search/search.schemas.js';
 import type { StoredSchedule } from '../triggers/trigger.repository.js';
 import type { TriggerForRuns } from '../events/run-plan.js';
@@ -36,7 +37,7 @@ export async function findDueSearchTriggers(db: DbOrTx, now: string, limit: numb
  * process or many, on either store) sees one row changed. As the first statement of the tick's
  * transaction it also takes SQLite's write lock (PostgreSQL: the row lock) until commit.
  */
-export async function claimTick(db: DbOrTx, triggerId: string, readNextRunAt: string, nextRunAt: string): Promise<boolean> {
+export async function claimTick(db: DbOrTx, triggerId: string, readNextRunAt: string, nextRunAt: string | null): Promise<boolean> {
   const result = await db
     .updateTable('triggers')
     .set({ next_run_at: nextRunAt })
@@ -114,4 +115,17 @@ export async function loadTriggerForEvaluation(
         ? null
         : { resourceType: row.query_resource_type, filters: parseJson<TagFilter[]>(row.query_filters, []) },
   };
+}
+
+/**
+ * Which of these records are Pathway records of the trigger's own runs (a run's record id is its
+ * run id): a search trigger over Pathway records must not start runs for the runs it started.
+ */
+export async function ownRunsAmong(db: DbOrTx, triggerId: string, recordIds: readonly string[]): Promise<Set<string>> {
+  const own = new Set<string>();
+  for (const chunk of chunks([...recordIds], ID_CHUNK)) {
+    const rows = await db.selectFrom('runs').select('id').where('trigger_id', '=', triggerId).where('id', 'in', chunk).execute();
+    for (const row of rows) own.add(row.id);
+  }
+  return own;
 }

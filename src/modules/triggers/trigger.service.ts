@@ -8,10 +8,11 @@ import { withinTransaction } from '../../storage/transaction.js';
 import type { RequestContext } from '../../auth/context.js';
 import { invalidRequest, notFound } from '../../lib/errors.js';
 import { uuidv7 } from '../../lib/ids.js';
+import { parseJson } from '../../lib/json.js';
 import { findBlueprint } from '../diagrams/diagram.repository.js';
 import { lockQuery } from '../queries/query.repository.js';
 import { parseSchedule } from '../schedules/schedule.js';
-import { nextTickAfter } from '../schedules/next-tick.js';
+import { nextRunAfter } from '../schedules/next-tick.js';
 import { eventNameProblem } from '../../ingestion/events.js';
 import { recordAudit } from '../audit/audit.repository.js';
 import { setupCreated, setupDeleted, setupUpdated } from '../audit/setup-audit.js';
@@ -57,9 +58,14 @@ async function requireQuery(tx: DbOrTx, workspaceId: string, queryId: string): P
   }
 }
 
-export function storedSchedule(input: unknown, now: Date): StoredSchedule {
+/**
+ * A schedule as stored: its anchor is `startAt`, else the trigger's creation time, also when a
+ * PATCH changes the schedule (it used to become the time of the PATCH, so changing only the
+ * time zone of a daily trigger moved the time of day it ran at).
+ */
+export function storedSchedule(input: unknown, createdAt: Date): StoredSchedule {
   const schedule = parseSchedule(input);
-  return { ...schedule, anchor: schedule.startAt ?? now.toISOString() };
+  return { ...schedule, anchor: schedule.startAt ?? createdAt.toISOString() };
 }
 
 /** An event trigger on an event carepath never raises would never start a run: refused at once. */
@@ -68,9 +74,14 @@ function refuseImpossibleEvent(event: string): void {
   if (problem) throw invalidRequest(`body.event ${problem}`);
 }
 
-export function nextRunOf(schedule: StoredSchedule | null, now: Date): string | null {
-  if (!schedule) return null;
-  return nextTickAfter(schedule, new Date(schedule.anchor), now).toISOString();
+/**
+ * The next tick after now; null without a schedule, when the series has ended, or while the
+ * trigger is inactive. An inactive trigger has no next run, and one turned on again runs at the
+ * first tick after that moment: not at once for a tick that fell while it was off.
+ */
+export function nextRunOf(schedule: StoredSchedule | null, now: Date, active = true): string | null {
+  if (!schedule || !active) return null;
+  return nextRunAfter(schedule, new Date(schedule.anchor), now)?.toISOString() ?? null;
 }
 
 export async function createTrigger(db: Db, ctx: RequestContext, body: CreateTriggerBody, now: Date): Promise<TriggerView> {
@@ -91,7 +102,7 @@ export async function createTrigger(db: Db, ctx: RequestContext, body: CreateTri
     query_id: body.type === 'search' ? body.queryId! : null,
     event: body.type === 'event' ? body.event! : null,
     schedule: schedule ? JSON.stringify(schedule) : null,
-    next_run_at: nextRunOf(schedule, now),
+    next_run_at: nextRunOf(schedule, now, body.active !== false),
     auto_start: body.autoStart === false ? 0 : 1,
     active: body.active === false ? 0 : 1,
     // DESIGN §9: a cohort (search) trigger never forks a second pathway per subject by default.
@@ -133,9 +144,12 @@ export async function changeTrigger(
     if (body.queryId === null) throw invalidRequest('body.queryId cannot be cleared on a search trigger');
     if (body.queryId !== undefined) changes.query_id = body.queryId;
     if (body.schedule !== undefined) {
-      const schedule = body.schedule === null ? null : storedSchedule(body.schedule, now);
+      const schedule = body.schedule === null ? null : storedSchedule(body.schedule, new Date(row.created_at));
       changes.schedule = schedule ? JSON.stringify(schedule) : null;
-      changes.next_run_at = nextRunOf(schedule, now);
+    }
+    const active = (changes.active ?? row.active) === 1;
+    if (body.schedule !== undefined || active !== (row.active === 1)) {
+      changes.next_run_at = nextRunOf(parseJson<StoredSchedule | null>(changes.schedule !== undefined ? changes.schedule : row.schedule, null), now, active);
     }
   }
   if (row.type === 'event') {
