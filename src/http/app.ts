@@ -10,7 +10,7 @@ import type { Container } from '../container.js';
 import type { Api } from './types.js';
 import { requestIdFrom } from './plugins/request-id.js';
 import { lazyRequestLoggerFactory } from './plugins/request-logger.js';
-import { registerErrorHandling } from './plugins/errors.js';
+import { answerFrameworkError, registerErrorHandling } from './plugins/errors.js';
 import { acceptJsonOnly } from './plugins/json-body.js';
 import { useStrictValidation } from './plugins/validation.js';
 import { registerOpenApi } from './plugins/openapi.js';
@@ -52,6 +52,7 @@ export async function buildApp(container: Container, options: AppOptions = {}): 
     forceCloseConnections: 'idle',
     requestTimeout,
     clientErrorHandler: answerClientError,
+    frameworkErrors: answerFrameworkError,
     http: {
       headersTimeout: Math.min(60_000, requestTimeout),
       // Node looks for late requests this often (30 s by default): a quarter of the deadline.

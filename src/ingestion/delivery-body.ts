@@ -1,6 +1,7 @@
 import { invalidRequest } from '../lib/errors.js';
 import { checkPlainRecord, type PlainRecord } from './records.js';
 import { FHIR_R4_RESOURCE_TYPES } from './events.js';
+import { UNSTORABLE_TEXT, unstorableTextPath } from '../lib/storable-text.js';
 
 /**
  * A delivery body (DESIGN §7) as a flat list of items. Accepted shapes:
@@ -14,7 +15,9 @@ import { FHIR_R4_RESOURCE_TYPES } from './events.js';
  * resource or one plain record is rejected whole when that one cannot be taken (a type FHIR R4
  * does not have, no id, a record field it does not know): a 202 that accepted nothing told the
  * sender its data was delivered.
- * Resources are not checked against the FHIR schema here: that is fhir-validate's job.
+ * Resources are not checked against the FHIR schema here: that is fhir-validate's job. With
+ * `checkText`, an item holding text no store can keep (U+0000, an unpaired surrogate:
+ * lib/storable-text.ts) is a problem too; PostgreSQL used to fail such a delivery after its 202.
  */
 
 export interface FhirResource {
@@ -57,14 +60,24 @@ type JsonObject = Record<string, unknown>;
 const isObject = (value: unknown): value is JsonObject =>
   value !== null && typeof value === 'object' && !Array.isArray(value);
 
-export function parseDeliveryBody(body: unknown): DeliveryItems {
+export interface ParseOptions {
+  /** Look for unstorable text in every item (when the body's text has an escape that could make it). */
+  checkText?: boolean;
+}
+
+/** What parsing one body carries along: its items and problems so far, and its options. */
+interface Parsing extends DeliveryItems {
+  checkText: boolean;
+}
+
+export function parseDeliveryBody(body: unknown, options: ParseOptions = {}): DeliveryItems {
   if (!isObject(body)) throw invalidRequest('Delivery body must be a JSON object: a FHIR R4 resource or Bundle, or plain records');
-  const out: DeliveryItems = { items: [], problems: [] };
+  const out: Parsing = { items: [], problems: [], checkText: options.checkText ?? false };
 
   if (Object.hasOwn(body, 'records') && !Object.hasOwn(body, 'resourceType')) {
     if (!Array.isArray(body.records)) throw invalidRequest('"records" must be an array of plain records');
     body.records.forEach((value, index) => addRecord(out, value, index));
-    return out;
+    return itemsOf(out);
   }
   if (typeof body.resourceType !== 'string') {
     throw invalidRequest('Delivery body must carry a string "resourceType", or be {"records": [...]}');
@@ -74,7 +87,7 @@ export function parseDeliveryBody(body: unknown): DeliveryItems {
       throw invalidRequest('"bundle" must be a FHIR R4 Bundle (resourceType "Bundle")');
     }
     addBundle(out, body.bundle, 1);
-    return out;
+    return itemsOf(out);
   }
   if (Object.hasOwn(body, 'extId')) {
     addRecord(out, body, 0);
@@ -83,20 +96,29 @@ export function parseDeliveryBody(body: unknown): DeliveryItems {
   if (!RESOURCE_TYPE.test(body.resourceType)) throw invalidRequest('"resourceType" is not a FHIR resource type name');
   if (body.resourceType === 'Bundle') {
     addBundle(out, body, 1);
-    return out;
+    return itemsOf(out);
   }
   if (!KNOWN_TYPES.has(body.resourceType)) throw invalidRequest(`"resourceType" ${body.resourceType} is not a FHIR R4 resource type`);
   addResource(out, body as FhirResource, undefined);
   return onlyItemTaken(out, 'The resource');
 }
 
+/** The item's problem when it holds text no store can keep, named by its path in the item. */
+function unstorableProblem(out: Parsing, value: unknown, what: string): string | null {
+  if (!out.checkText) return null;
+  const path = unstorableTextPath(value, what);
+  return path === null ? null : `${path} ${UNSTORABLE_TEXT}`;
+}
+
 const KNOWN_TYPES = new Set(FHIR_R4_RESOURCE_TYPES);
 
 /** A body of one item: its problem, if it has one, refuses the body (400) instead of a 202 that accepted nothing. */
-function onlyItemTaken(out: DeliveryItems, what: string): DeliveryItems {
+function onlyItemTaken(out: Parsing, what: string): DeliveryItems {
   if (out.problems.length > 0) throw invalidRequest(`${what} cannot be taken: ${out.problems[0].message}`);
-  return out;
+  return itemsOf(out);
 }
+
+const itemsOf = ({ items, problems }: Parsing): DeliveryItems => ({ items, problems });
 
 /** fullUrl → resource over a delivery's items, to resolve `urn:uuid:` references. */
 export function resourcesByFullUrl(items: readonly DeliveryItem[]): Map<string, FhirResource> {
@@ -107,13 +129,18 @@ export function resourcesByFullUrl(items: readonly DeliveryItem[]): Map<string, 
   return byFullUrl;
 }
 
-function addRecord(out: DeliveryItems, value: unknown, index: number): void {
+function addRecord(out: Parsing, value: unknown, index: number): void {
+  const unstorable = unstorableProblem(out, value, 'record');
+  if (unstorable !== null) {
+    out.problems.push({ index, message: unstorable });
+    return;
+  }
   const checked = checkPlainRecord(value);
   if ('record' in checked) out.items.push({ kind: 'record', record: checked.record, index });
   else out.problems.push({ index, message: checked.problem });
 }
 
-function addBundle(out: DeliveryItems, bundle: JsonObject, depth: number): void {
+function addBundle(out: Parsing, bundle: JsonObject, depth: number): void {
   const { entry } = bundle;
   if (entry === undefined) return;
   if (!Array.isArray(entry)) throw invalidRequest('Bundle.entry must be an array');
@@ -138,7 +165,7 @@ function addBundle(out: DeliveryItems, bundle: JsonObject, depth: number): void 
   }
 }
 
-function addDeletion(out: DeliveryItems, request: JsonObject, index: number): void {
+function addDeletion(out: Parsing, request: JsonObject, index: number): void {
   const url = typeof request.url === 'string' ? request.url : '';
   if (url.includes('?')) {
     out.problems.push({ index, message: 'conditional DELETE (request.url with a search) is not supported' });
@@ -152,8 +179,13 @@ function addDeletion(out: DeliveryItems, request: JsonObject, index: number): vo
   out.items.push({ kind: 'resource', resource: { resourceType: match[1], id: match[2] }, deleted: true, index });
 }
 
-function addResource(out: DeliveryItems, resource: JsonObject, fullUrl: string | undefined): void {
+function addResource(out: Parsing, resource: JsonObject, fullUrl: string | undefined): void {
   const index = out.items.length + out.problems.length;
+  const unstorable = unstorableProblem(out, resource, 'resource');
+  if (unstorable !== null) {
+    out.problems.push({ index, message: unstorable });
+    return;
+  }
   const { resourceType, id } = resource;
   if (typeof resourceType !== 'string' || !RESOURCE_TYPE.test(resourceType)) {
     out.problems.push({ index, message: 'resource has no valid resourceType' });

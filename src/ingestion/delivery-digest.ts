@@ -11,6 +11,7 @@
  */
 import secureJson from 'secure-json-parse';
 import { invalidRequest } from '../lib/errors.js';
+import { mayHoldUnstorableText } from '../lib/storable-text.js';
 import { checkItems } from './check-items.js';
 import { parseDeliveryBody, resourcesByFullUrl, type DeliveryItem, type DeliveryItems, type DeliveryProblem, type FhirResource } from './delivery-body.js';
 import type { FhirValidator } from './fhir-validate.js';
@@ -57,10 +58,12 @@ function parseJsonBody(text: string): unknown {
 /**
  * A body as items, or an `invalid_request` error saying why its shape is refused. `stored`: the
  * body passed these checks when it was received, so plain JSON.parse is enough (the scan for
- * prototype keys would be a second pass over megabytes).
+ * prototype keys would be a second pass over megabytes; the look for text no store can keep is a
+ * regular expression over the text, and walks the items only when it finds an escape).
  */
 export function readDeliveryBody(text: string, stored = false): DeliveryItems {
-  return parseDeliveryBody(stored ? JSON.parse(text) : parseJsonBody(text));
+  // The text check is made again on a stored body: its problems are the processing's to report.
+  return parseDeliveryBody(stored ? JSON.parse(text) : parseJsonBody(text), { checkText: mayHoldUnstorableText(text) });
 }
 
 /** Every resource checked against the R4 schema; the ones that pass become facts. */

@@ -17,7 +17,11 @@ export function encodeCursor(lastId: string): string {
  */
 export function decodeCursor(cursor: string): string {
   try {
-    const key: unknown = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
+    const bytes = Buffer.from(cursor, 'base64url');
+    // Node's decoder skips characters outside the alphabet and stray ends: a cursor with junk
+    // after it read as the cursor. Only the exact text this service hands out is taken.
+    if (bytes.toString('base64url') !== cursor) throw new Error('not canonical base64url');
+    const key: unknown = JSON.parse(bytes.toString('utf8'));
     if (Array.isArray(key) && key.length === 1 && isUuid(key[0])) return key[0].toLowerCase();
   } catch {
     // fall through to the error below

@@ -377,6 +377,89 @@ describeEachStore('bad input on every management route', (env) => {
     expect(await stateOf(ws, f)).toEqual(before);
   });
 
+  it('refuses text no store keeps (U+0000, unpaired surrogates) in bodies, query strings and paths, naming where; writes nothing', async () => {
+    const ws = await env.workspace();
+    const f = await fixture(ws);
+    const before = await stateOf(ws, f);
+    for (const route of BODY_ROUTES) {
+      const valid = JSON.stringify(route.valid(f)).slice(1, -1);
+      // As JSON escapes: PostgreSQL refused both (a 500), SQLite kept them.
+      for (const [text, where] of [['a\\u0000b', 'body.extra'], ['a\\ud800b', 'body.extra'], ['\\udc00', 'body.extra']]) {
+        const res = await ws.call(route.method, route.path(f), { payload: `{${valid}, "extra": "${text}"}`, headers: { 'content-type': 'application/json' } });
+        expectError(res, 400, 'invalid_request', `${where} holds the character U+0000 or an unpaired UTF-16 surrogate`);
+      }
+    }
+    expectError(await ws.call('PATCH', `/v1/queries/${f.queryId}`, { body: { name: 'a\u0000b' } }), 400, 'invalid_request', 'body.name holds');
+    expectError(await ws.call('POST', '/v1/webhooks', { body: { name: 'x\ud800' } }), 400, 'invalid_request', 'body.name holds');
+    expectError(await ws.call('POST', `/v1/triggers/${f.triggerId}`, { body: { payload: { notes: ['ok', 'nul \u0000'] } } }), 400, 'invalid_request', 'body.payload.notes[1] holds');
+    expectError(await ws.call('POST', `/v1/triggers/${f.triggerId}`, { body: { payload: { ['k\u0000']: 1 } } }), 400, 'invalid_request', 'body.payload (a field name) holds');
+    for (const url of ['/v1/queries?q=%00', '/v1/diagrams?q=a%00', '/v1/runs?idempotencyKey=%00', '/v1/audit-events?action=%00']) {
+      expectError(await ws.call('GET', url), 400, 'invalid_request', 'holds the character U+0000');
+    }
+    expect(await stateOf(ws, f)).toEqual(before);
+    // A surrogate pair (an emoji, escaped as many JSON writers do) is ordinary text.
+    const named = await ws.call('PATCH', `/v1/queries/${f.queryId}`, { payload: '{"name": "Cohort \\ud83d\\ude00"}', headers: { 'content-type': 'application/json' } });
+    expect(named.statusCode, named.body).toBe(200);
+    expect(named.json().name).toBe('Cohort \u{1F600}');
+    expect((await ws.call('GET', `/v1/queries/${f.queryId}`)).json().name).toBe('Cohort \u{1F600}');
+  });
+
+  it('answers malformed URLs, leap seconds, doubled Idempotency-Keys and cursors with junk in the catalogue\'s words', async () => {
+    const ws = await env.workspace();
+    const f = await fixture(ws);
+    const before = await stateOf(ws, f);
+    // The router's own refusals (a parameter longer than any id, a broken % escape) had Fastify's
+    // body: no requestId, codes outside the catalogue, the path echoed back.
+    expectError(await ws.call('GET', `/v1/triggers/${'x'.repeat(150)}`), 404, 'not_found');
+    const badEscape = await ws.call('GET', '/v1/triggers/%ZZ');
+    expectError(badEscape, 400, 'invalid_request', 'the URL is not valid');
+    expect(badEscape.body).not.toContain('%ZZ');
+    // RFC 3339 allows 23:59:60; a Date cannot hold it (it was a 500).
+    expectError(await ws.call('GET', '/v1/audit-events?since=2016-12-31T23:59:60Z'), 400, 'invalid_request', 'querystring.since');
+    // Node joins a doubled header into "a, b": a key neither copy named.
+    const doubled = await env.app.inject({
+      method: 'POST',
+      url: `/v1/triggers/${f.triggerId}`,
+      headers: { authorization: `Bearer ${ws.key}`, 'content-type': 'application/json', 'idempotency-key': ['dup-1', 'dup-2'] },
+      payload: '{}',
+    });
+    expectError(doubled, 400, 'invalid_request', 'one Idempotency-Key header');
+    // Node's base64 decoder skips what is not base64url: a cursor with junk after it was taken.
+    const page = (await ws.call('GET', '/v1/runs?limit=1')).json();
+    const second = await ws.call('POST', `/v1/triggers/${f.triggerId}`, { body: { autoStart: false } });
+    expect(second.statusCode).toBe(201);
+    const cursor = (await ws.call('GET', '/v1/runs?limit=1')).json().nextCursor as string;
+    expect(page.data).toHaveLength(1);
+    expect((await ws.call('GET', `/v1/runs?limit=1&cursor=${cursor}`)).statusCode).toBe(200);
+    for (const junk of [`${cursor}.`, `${cursor}!!`, `${cursor}=`, ` ${cursor}`]) {
+      expectError(await ws.call('GET', `/v1/runs?limit=1&cursor=${encodeURIComponent(junk)}`), 400, 'invalid_cursor');
+    }
+    await ws.call('POST', `/v1/runs/${second.json().runId}/cancel`);
+    expect((await stateOf(ws, f)) as unknown[]).toHaveLength((before as unknown[]).length);
+  });
+
+  it('takes an empty body without Content-Type however it is framed; a compressed body is 415 after the key is checked', async () => {
+    const ws = await env.workspace();
+    const f = await fixture(ws);
+    // Chunked with no chunks: an HTTP client's usual POST without a body (it was 415).
+    const paused = await env.app.inject({
+      method: 'POST',
+      url: `/v1/runs/${f.runId}/pause`,
+      headers: { authorization: `Bearer ${ws.key}`, 'transfer-encoding': 'chunked' },
+      payload: '',
+    });
+    expect(paused.statusCode, paused.body).toBe(200);
+    expect(paused.json().automationStatus).toBe('paused');
+    // A body of another type is still 415.
+    expectError(await ws.call('POST', `/v1/runs/${f.runId}/resume`, { payload: 'resume', headers: { 'content-type': 'text/plain' } }), 415, 'unsupported_media_type');
+    // Content-Encoding: who you are comes first (401), then what you sent (415, with the rate limit headers).
+    const anonymous = await env.app.inject({ method: 'POST', url: `/v1/triggers/${f.triggerId}`, headers: { 'content-type': 'application/json', 'content-encoding': 'gzip' }, payload: '{}' });
+    expectError(anonymous, 401, 'invalid_api_key');
+    const keyed = await ws.call('POST', `/v1/triggers/${f.triggerId}`, { payload: '{}', headers: { 'content-type': 'application/json', 'content-encoding': 'gzip' } });
+    expectError(keyed, 415, 'unsupported_media_type', 'uncompressed');
+    expect(keyed.headers['ratelimit-limit']).toBeDefined();
+  });
+
   it('answers 404 for ids in paths that are not UUIDs', async () => {
     const ws = await env.workspace();
     const f = await fixture(ws);

@@ -124,6 +124,36 @@ describeEachStore('FHIR R4 ingestion of real data', (env) => {
     expect(await lastDelivery(ws, feed)).toMatchObject({ status: 'processed', skippedCount: 1, skipped: [{ index: 0, message: 'unknown FHIR resource type Unicorn' }] });
   });
 
+  it('refuses text no store keeps (U+0000, unpaired surrogates): a body of one item 400, a Bundle entry skipped', async () => {
+    const ws = await env.workspace();
+    const feed = await createEndpoint(ws);
+    // PostgreSQL used to answer 202, then fail such a delivery for good; SQLite kept the text.
+    for (const [body, where] of [
+      [{ resourceType: 'Patient', extId: 'nul-1', name: 'a\u0000b', tags: ['a'] }, 'record.name'],
+      [{ ...example('Patient-example.json'), id: 'nul-2', name: [{ family: 'Chalmers\u0000' }] }, 'resource.name[0].family'],
+    ] as const) {
+      const refused = await deliver(env, feed, body);
+      expect(refused.statusCode, refused.body).toBe(400);
+      expect(refused.json().error).toContain(`${where} holds the character U+0000 or an unpaired UTF-16 surrogate`);
+    }
+    expect(await env.db.selectFrom('deliveries').select('id').where('webhook_id', '=', feed.webhookId).execute()).toEqual([]);
+
+    const good = example('Patient-example.json');
+    const answer = await deliverAndProcess(env, feed, bundle([
+      { ...good, id: 'text-ok' },
+      { ...good, id: 'text-nul', name: [{ family: 'Chalmers\u0000' }] },
+      { ...good, id: 'text-lone', name: [{ given: ['\udc00'] }] },
+    ]));
+    expect(answer.accepted).toBe(1);
+    const plain = await deliverAndProcess(env, feed, { records: [{ resourceType: 'Patient', extId: 'a\ud800b', name: 'x' }, { resourceType: 'Patient', extId: 'plain-ok', name: 'Plain' }] });
+    expect(plain.accepted).toBe(1);
+    expect(await lastDelivery(ws, feed)).toMatchObject({
+      status: 'processed',
+      skipped: [{ index: 0, message: 'record.extId holds the character U+0000 or an unpaired UTF-16 surrogate (\\ud800-\\udfff), which is not text that can be stored' }],
+    });
+    expect((await search(ws, 'Patient')).results.map((hit) => hit.extId).sort()).toEqual(['plain-ok', 'text-ok']);
+  });
+
   it('survives deep nesting: a resource nested beyond validation is skipped; bundles nest two deep at most', async () => {
     const ws = await env.workspace();
     const feed = await createEndpoint(ws);

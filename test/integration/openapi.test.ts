@@ -102,8 +102,19 @@ describeEachStore('GET /v1/openapi.json and /docs', (env) => {
           if (status === '429') expect(Object.keys(response.headers ?? {}), where).toContain('Retry-After');
         }
         if (operation.requestBody) expect(Object.keys(operation.responses), where).toEqual(expect.arrayContaining(['413', '415']));
+        expect(Object.keys(operation.responses), where).toContain('500');
+        expect(JSON.stringify(operation), where).not.toContain('x-body-optional');
       }
     }
+    // One $id names one schema: the error body inlined in 28 answers with its $id made JSON Schema tools refuse the document.
+    expect(JSON.stringify(doc.paths)).not.toContain('"$id"');
+    // The bodies that may be left out say so; the others are required.
+    const required = (path: string, method: string) => (doc.paths[path][method].requestBody as { required?: boolean }).required;
+    for (const [path, method] of [['/v1/triggers/{triggerId}', 'post'], ['/v1/runs/{runId}/cancel', 'post'], ['/v1/triggers/{triggerId}/evaluate', 'post']]) {
+      expect(required(path, method), path).toBe(false);
+    }
+    expect(required('/v1/triggers', 'post')).toBe(true);
+    expect(Object.keys(doc.paths['/v1/webhooks'].get.responses['200'].headers!)).toContain('Link');
     const fire = doc.paths['/v1/triggers/{triggerId}'].post;
     expect(Object.keys(fire.responses['200'].headers!)).toEqual(expect.arrayContaining(['RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset', 'Idempotent-Replayed']));
     expect(fire.responses['201'].content!['application/json'].schema.properties!.automationStatus).toMatchObject({ enum: expect.arrayContaining(['scheduled', 'queued']) });

@@ -3,6 +3,7 @@ import { ApiError, ERROR_STATUS, type ErrorCode } from '../../lib/errors.js';
 import { TagSlug } from '../schemas/common.js';
 import { EventName } from '../../modules/triggers/trigger.schemas.js';
 import { isStoreFullError, isTransientStoreError, loggableError } from '../../lib/store-errors.js';
+import { ANSWER_HEADERS } from '../answer-headers.js';
 
 interface ValidationIssue {
   instancePath: string;
@@ -41,6 +42,8 @@ export function describeValidation(part: string, issues: ValidationIssue[]): str
   }
 }
 
+export const NOT_JSON = 'request body must be JSON: application/json (a webhook delivery also application/fhir+json)';
+
 function mapFrameworkError(error: FastifyError): ApiError | null {
   if (error.validation) {
     const part = error.validationContext ?? 'request';
@@ -52,7 +55,7 @@ function mapFrameworkError(error: FastifyError): ApiError | null {
     case 'FST_ERR_CTP_BODY_TOO_LARGE':
       return new ApiError('payload_too_large', 'request body is too large');
     case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
-      return new ApiError('unsupported_media_type', 'request body must be JSON: application/json (a webhook delivery also application/fhir+json)');
+      return new ApiError('unsupported_media_type', NOT_JSON);
     case 'FST_ERR_CTP_EMPTY_JSON_BODY':
       return new ApiError('invalid_request', 'request body is empty; send a JSON object');
     case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
@@ -74,6 +77,24 @@ function mapFrameworkError(error: FastifyError): ApiError | null {
 export function sendError(reply: FastifyReply, error: ApiError): FastifyReply {
   for (const [name, value] of Object.entries(error.headers)) reply.header(name, value);
   return reply.code(error.status).send({ error: error.message, code: error.code, requestId: reply.request.id });
+}
+
+/**
+ * Fastify's router refuses some URLs before any hook runs: a path parameter longer than
+ * `maxParamLength` (100: longer than any id) and a `%` that starts no `%XX` escape. Its own answer
+ * had Fastify's codes, no request id, and the path echoed back; this one is the catalogue's,
+ * like every other (http/app.ts passes it as `frameworkErrors`).
+ */
+export function answerFrameworkError(error: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
+  reply.header('X-Request-Id', request.id);
+  reply.headers(ANSWER_HEADERS);
+  const known =
+    error.code === 'FST_ERR_MAX_PARAM_LENGTH'
+      ? new ApiError('not_found', 'resource not found')
+      : error.code === 'FST_ERR_BAD_URL'
+        ? new ApiError('invalid_request', 'the URL is not valid: a % must start an escape of two hex digits (%2F)')
+        : mapFrameworkError(error) ?? new ApiError('invalid_request', 'the request cannot be routed');
+  sendError(reply, known);
 }
 
 /**

@@ -8,7 +8,7 @@
  * authenticate.ts, json-body.ts) that apply to every route alike. A generated client then knows
  * them, and test/integration/openapi.test.ts checks the document against real answers.
  */
-import { ErrorBody } from '../schemas/common.js';
+import { BODY_OPTIONAL, ErrorBody } from '../schemas/common.js';
 
 type Json = Record<string, unknown>;
 interface Operation {
@@ -16,6 +16,7 @@ interface Operation {
   security?: unknown[];
   parameters?: Json[];
   requestBody?: Json;
+  [BODY_OPTIONAL]?: boolean;
   responses?: Record<string, Json & { headers?: Json }>;
 }
 interface Document {
@@ -24,8 +25,11 @@ interface Document {
 }
 
 const ref = (kind: 'headers' | 'parameters', name: string) => ({ $ref: `#/components/${kind}/${name}` });
-/** The error body's schema as plain JSON (as the generated answers inline it). */
-const ERROR_SCHEMA: Json = JSON.parse(JSON.stringify(ErrorBody));
+/**
+ * The error body's schema as plain JSON (as the generated answers inline it), without its `$id`:
+ * inlined many times, one `$id` would name many schemas, which JSON Schema tools refuse.
+ */
+const { $id: _errorId, ...ERROR_SCHEMA }: Json = JSON.parse(JSON.stringify(ErrorBody));
 const errorResponse = (description: string) => ({ description, content: { 'application/json': { schema: ERROR_SCHEMA } } });
 
 const HEADERS: Json = {
@@ -34,6 +38,7 @@ const HEADERS: Json = {
   RateLimitRemaining: { description: 'Requests left in this window.', schema: { type: 'integer' } },
   RateLimitReset: { description: 'Seconds until the budget is full again.', schema: { type: 'integer' } },
   RetryAfter: { description: 'Seconds to wait before trying again.', schema: { type: 'integer' } },
+  Link: { description: 'With `limit`, when more webhook endpoints follow: `<…/v1/webhooks?limit=…&cursor=…>; rel="next"` (RFC 8288).', schema: { type: 'string' } },
   IdempotentReplayed: { description: '`true` when the answer is the stored one of an earlier request with this Idempotency-Key.', schema: { type: 'string', enum: ['true'] } },
 };
 
@@ -92,7 +97,10 @@ function documentOperation(operation: Operation): void {
     operation.parameters.push(...DELIVERY_PARAMETERS);
     operation.requestBody = DELIVERY_BODY;
   }
+  if (operation[BODY_OPTIONAL] && operation.requestBody) operation.requestBody.required = false;
+  delete operation[BODY_OPTIONAL];
   const responses = (operation.responses ??= {});
+  responses['500'] ??= errorResponse('An unexpected failure (code internal), logged under the request id. A call that takes an Idempotency-Key may be sent again with the same key.');
   if (operation.requestBody) {
     responses['413'] ??= errorResponse('The body is larger than the route takes.');
     responses['415'] ??= errorResponse('The body is not JSON.');
@@ -109,6 +117,7 @@ function documentOperation(operation: Operation): void {
     if ((operation.operationId === 'fireTrigger' && status === '200') || (delivery && status === '202')) {
       headers['Idempotent-Replayed'] = ref('headers', 'IdempotentReplayed');
     }
+    if (operation.operationId === 'listWebhooks' && status === '200') headers.Link = ref('headers', 'Link');
     response.headers = headers;
   }
 }

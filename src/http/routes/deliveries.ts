@@ -31,6 +31,7 @@ import { createSecretBox } from '../../lib/secret-box.js';
 import { SIGNATURE_HEADER } from '../../ingestion/signature.js';
 import { checkDeliveryCredentials, findDeliveryEndpoint, type DeliveryEndpoint } from '../../modules/deliveries/delivery-endpoint.js';
 import { receiveDelivery } from '../../modules/deliveries/delivery-intake.js';
+import { idempotencyKeyHeader } from '../idempotency-header.js';
 
 /** DESIGN §2: webhook deliveries up to 20 MiB (413 beyond). */
 export const MAX_DELIVERY_BYTES = 20 * 1024 * 1024;
@@ -109,7 +110,7 @@ export async function registerDeliveryRoutes(app: Api, container: Container): Pr
         if (!endpoint.active) throw new ApiError('webhook_inactive', 'this webhook endpoint is inactive; activate it to receive deliveries');
         const result = await receiveDelivery(container.db, container.deliveryReader, endpoint, {
           rawBody,
-          idempotencyKey: request.headers['idempotency-key'],
+          idempotencyKey: idempotencyKeyHeader(request),
           signedAt,
           requestId: request.id,
           now,

@@ -1,7 +1,7 @@
 import { Type } from '@sinclair/typebox';
 import type { Api } from '../types.js';
 import type { Container } from '../../container.js';
-import { IdParams, ListEnvelope, commonErrors, ErrorBody, Uuid, Timestamp, Nullable, PageLimit, CursorParam, EmptyBody, noBodyIsEmpty, AutomationStatus } from '../schemas/common.js';
+import { IdParams, ListEnvelope, commonErrors, ErrorBody, Uuid, Timestamp, Nullable, PageLimit, CursorParam, EmptyBody, noBodyIsEmpty, AutomationStatus, BODY_OPTIONAL } from '../schemas/common.js';
 import { findRun, listRuns } from '../../modules/runs/run.repository.js';
 import { notFound } from '../../lib/errors.js';
 import { applyRunAction, type RunAction } from '../../engine/run-actions.js';
@@ -89,6 +89,7 @@ export function registerRunRoutes(api: Api, container: Container): void {
           summary: ACTION_SUMMARY[action],
           params: RunParams,
           body: EmptyBody,
+          [BODY_OPTIONAL]: true,
           response: { 200: RunSchema, ...commonErrors, 409: ErrorBody },
         },
         preValidation: noBodyIsEmpty,

@@ -1,7 +1,7 @@
 import { Type } from '@sinclair/typebox';
 import type { Api } from '../types.js';
 import type { Container } from '../../container.js';
-import { IdParams, ListEnvelope, commonErrors, ErrorBody, Uuid, Timestamp, Nullable, AutomationStatus } from '../schemas/common.js';
+import { IdParams, ListEnvelope, commonErrors, ErrorBody, Uuid, Timestamp, Nullable, AutomationStatus, BODY_OPTIONAL } from '../schemas/common.js';
 import {
   CreateTriggerBody,
   FireBody,
@@ -16,6 +16,7 @@ import { triggerRunStatus } from '../../modules/runs/run.repository.js';
 import { toCreatedRun } from '../../modules/runs/run.view.js';
 import { notFound } from '../../lib/errors.js';
 import { RUN_STATUSES } from '../../engine/run-status.js';
+import { idempotencyKeyHeader } from '../idempotency-header.js';
 
 const TriggerParams = IdParams('triggerId');
 
@@ -111,6 +112,7 @@ export function registerTriggerRoutes(api: Api, container: Container): void {
           'body answer the original run with 200 and `Idempotent-Replayed: true`; the same key with another body is 409.',
         params: TriggerParams,
         body: FireBody,
+        [BODY_OPTIONAL]: true,
         headers: Type.Object({ 'idempotency-key': Type.Optional(Type.String()) }),
         response: { 200: CreatedRun, 201: CreatedRun, ...commonErrors, 409: ErrorBody },
       },
@@ -128,7 +130,7 @@ export function registerTriggerRoutes(api: Api, container: Container): void {
           payload: request.body.payload,
           autoStart: request.body.autoStart,
           bodyKey: request.body.idempotencyKey,
-          headerKey: request.headers['idempotency-key'],
+          headerKey: idempotencyKeyHeader(request),
         },
       );
       if (result.replayed) reply.header('Idempotent-Replayed', 'true');

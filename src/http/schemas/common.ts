@@ -29,6 +29,13 @@ export const IdParams = (name: string) => Type.Object({ [name]: Uuid }, { additi
  * call, `{}` is the same, and any field is refused by name like every other unknown field.
  * Use with `noBodyIsEmpty` as the route's preValidation.
  */
+/**
+ * Marks a route schema whose body may be left out (the route's preValidation fills it in): the
+ * OpenAPI document then says `requestBody.required: false` (plugins/openapi-headers.ts), where
+ * the generator would say true for every body schema.
+ */
+export const BODY_OPTIONAL = 'x-body-optional';
+
 export const EmptyBody = Type.Object({}, { additionalProperties: false, description: 'no fields; the body may be left out' });
 export async function noBodyIsEmpty(request: { body: unknown }): Promise<void> {
   if (request.body === undefined || request.body === null) request.body = {};
