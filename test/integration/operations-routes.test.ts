@@ -1,7 +1,7 @@
 import { expect, it } from 'vitest';
 import { describeEachStore, simpleBlueprint } from '../helpers/test-env.js';
 import { fire, webTriggerFor } from '../helpers/engine-harness.js';
-import { createEndpoint, deliver } from '../helpers/deliveries.js';
+import { createEndpoint, deliver, savedQuery, searchTrigger } from '../helpers/deliveries.js';
 import { measureClockSkew, skewWarning, watchClockSkew } from '../../src/storage/clock-skew.js';
 import { createLogger } from '../../src/lib/logger.js';
 
@@ -70,6 +70,7 @@ describeEachStore('operations routes (/healthz, /readyz, /metrics)', (env) => {
         due: value('carepath_runs_due'),
         oldest: value('carepath_runs_due_oldest_seconds'),
         unfolded: value('carepath_tag_changes_unfolded'),
+        overdueTick: value('carepath_schedule_tick_overdue_seconds'),
       };
     };
     const before = await gauges();
@@ -85,6 +86,10 @@ describeEachStore('operations routes (/healthz, /readyz, /metrics)', (env) => {
     for (const id of ['m1', 'm2']) expect((await deliver(env, feed, { resourceType: 'Patient', id })).statusCode).toBe(202);
     const first = await env.db.selectFrom('deliveries').select('id').where('webhook_id', '=', feed.webhookId).orderBy('id').limit(1).executeTakeFirstOrThrow();
     await env.db.updateTable('deliveries').set({ status: 'failed', error: 'failed for the test' }).where('id', '=', first.id).execute();
+    // A schedule tick a minute overdue (no scheduler runs in this app).
+    const { queryId } = await savedQuery(ws, 'Patient');
+    const ticking = await searchTrigger(ws, queryId, { schedule: { interval: 'PT1H', timezone: 'UTC' } });
+    await env.db.updateTable('triggers').set({ next_run_at: new Date(Date.now() - 60_000).toISOString() }).where('id', '=', ticking.triggerId).execute();
     // One read serves a scrape, and is reused for a second: wait it out.
     await new Promise((resolve) => setTimeout(resolve, 1_100));
 
@@ -93,6 +98,8 @@ describeEachStore('operations routes (/healthz, /readyz, /metrics)', (env) => {
     expect(after.oldest).toBeGreaterThanOrEqual(0);
     expect(after.waiting).toBe(before.waiting! + 1);
     expect(after.failed).toBe(before.failed! + 1);
+    expect(before.overdueTick).toBe(0);
+    expect(after.overdueTick).toBeGreaterThanOrEqual(60);
     // Two Pathway records and their status tags entered the change log.
     expect(after.unfolded).toBeGreaterThanOrEqual(before.unfolded! + 4);
   });

@@ -1,7 +1,8 @@
 /**
  * The work waiting in the store, as gauges on `/metrics`, read when Prometheus scrapes: is the
  * service keeping up? Deliveries not yet processed and those that failed, runs due that no worker
- * holds (and how long the oldest has waited), and the search change log not yet folded.
+ * holds (and how long the oldest has waited), how late the most overdue schedule tick is (a
+ * deployment of `api` processes only runs no scheduler), and the search change log not yet folded.
  *
  * They describe the store, not the process: every process sharing a PostgreSQL database reports
  * the same figures. Each read walks an index that holds only the work in question (the claim
@@ -32,6 +33,8 @@ interface StoreWork {
   /** How long the oldest due run has waited, at the time of the read (0 when none is due). */
   oldestDueSeconds: number;
   tagChangesUnfolded: number;
+  /** How late the most overdue schedule tick is (0 when none is due): no scheduler runs if it grows. */
+  overdueTickSeconds: number;
 }
 
 async function readStoreWork(db: Db, at: Date): Promise<StoreWork> {
@@ -51,6 +54,13 @@ async function readStoreWork(db: Db, at: Date): Promise<StoreWork> {
     .where(sql<boolean>`automation_status in ('scheduled', 'running')`)
     .where('available_at', '<=', now)
     .executeTakeFirstOrThrow();
+  const ticks = await db
+    .selectFrom('triggers')
+    .select((eb) => eb.fn.min('next_run_at').as('oldest'))
+    .where('next_run_at', '<=', now)
+    .where('active', '=', 1)
+    .where('deleted_at', 'is', null)
+    .executeTakeFirstOrThrow();
   const log = await sql<{ n: number | string }>`select count(*) as n from (select 1 from record_tag_changes limit ${LOG_COUNT_CAP}) as backlog`.execute(db);
   return {
     deliveriesWaiting: Number(deliveries.waiting),
@@ -58,6 +68,7 @@ async function readStoreWork(db: Db, at: Date): Promise<StoreWork> {
     runsDue: Number(runs.due),
     oldestDueSeconds: runs.oldest ? Math.max(0, (at.getTime() - Date.parse(runs.oldest)) / 1000) : 0,
     tagChangesUnfolded: Number(log.rows[0]?.n ?? 0),
+    overdueTickSeconds: ticks.oldest ? Math.max(0, (at.getTime() - Date.parse(ticks.oldest)) / 1000) : 0,
   };
 }
 
@@ -84,6 +95,11 @@ export function registerStoreGauges(registry: Registry, db: Db, clock: Clock): v
   gauge('carepath_deliveries_failed', 'Deliveries whose processing failed for good', (w) => w.deliveriesFailed);
   gauge('carepath_runs_due', 'Runs due (scheduled, or running with a timer due or a lease run out) that no worker holds', (w) => w.runsDue);
   gauge('carepath_runs_due_oldest_seconds', 'How long the oldest due run has waited for a worker, in seconds (0 when none)', (w) => w.oldestDueSeconds);
+  gauge(
+    'carepath_schedule_tick_overdue_seconds',
+    'How late the most overdue search-trigger tick is, in seconds (0 when none is due; a scheduler looks every second, so a growing value means none runs)',
+    (w) => w.overdueTickSeconds,
+  );
   gauge('carepath_tag_changes_unfolded', `Search change-log rows not yet folded into bitmaps (counted up to ${LOG_COUNT_CAP})`, (w) => w.tagChangesUnfolded);
   // Of this process, not the store: whether its machine's clock agrees with the database's.
   if (dialectOfDb(db) === 'postgres') {
