@@ -5,6 +5,7 @@
 import type { DbOrTx } from '../storage/database.js';
 import { parseJson } from '../lib/json.js';
 import { findDiagram, loadBlueprintGraph } from '../modules/diagrams/diagram.repository.js';
+import { findRecord } from '../modules/records/record.repository.js';
 import { parseEngineState, nodeStateOf, type NodeState } from './engine-state.js';
 import { listStepRows } from './sql/step-rows.js';
 import { isTerminal } from './run-status.js';
@@ -22,9 +23,19 @@ export interface StepView {
   error: string | null;
 }
 
+/** The record a run is about, as search shows it (a Patient, a Practitioner, or a run's Pathway). */
+export interface SubjectRef {
+  recordId: string;
+  resourceType: string;
+  extId: string;
+  name: string;
+}
+
 export interface RunTimeline {
   /** The Pathway's patient record, when the run has one: whose data the steps hold. */
   subjectRecordId: string | null;
+  /** That record, while it exists (a deleted Patient leaves search, and its runs keep the id only). */
+  subject: SubjectRef | null;
   steps: StepView[];
 }
 
@@ -50,7 +61,9 @@ export async function runTimeline(db: DbOrTx, workspaceId: string, runId: string
     output: parseJson<unknown>(row.output, null),
     error: row.error,
   }));
-  return { subjectRecordId: run.subject_record_id, steps };
+  const record = run.subject_record_id === null ? undefined : await findRecord(db, workspaceId, run.subject_record_id);
+  const subject = record ? { recordId: record.id, resourceType: record.resource_type, extId: record.ext_id, name: record.name } : null;
+  return { subjectRecordId: run.subject_record_id, subject, steps };
 }
 
 interface StoredNode {

@@ -55,6 +55,21 @@ describeEachStore('engine: steps and graph endpoints', (env) => {
     expect(Date.parse(b.wait.dueAt) - Date.parse(nap.startedAt)).toBe(24 * 3600_000);
   });
 
+  it('the timeline says which record the run is about: the patient a fire named, none without one', async () => {
+    const ws = await env.workspace();
+    const { triggerId } = await webTriggerFor(ws, blueprint);
+    const recordId = await patient(env, ws, 'subj-1');
+    const withSubject = await fire(ws, triggerId, { subject: { reference: 'Patient/subj-1' } });
+    const without = await fire(ws, triggerId, { n: 1 });
+    expect((await ws.call('GET', `/v1/runs/${withSubject}/steps`)).json().subject).toEqual({
+      recordId,
+      resourceType: 'Patient',
+      extId: 'subj-1',
+      name: expect.any(String),
+    });
+    expect((await ws.call('GET', `/v1/runs/${without}/steps`)).json().subject).toBeNull();
+  });
+
   it('a run that ended mid-wait shows the waiting node interrupted, finished when the run ended', async () => {
     const ws = await env.workspace();
     const { triggerId } = await webTriggerFor(ws, blueprint);

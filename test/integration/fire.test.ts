@@ -39,6 +39,26 @@ describeEachStore('firing a web trigger', (env) => {
     expect(audit.json().data).toHaveLength(1);
   });
 
+  it('answers 409 idempotency_mismatch to the same key and payload with another autoStart; one run for the key', async () => {
+    // autoStart shapes the run (scheduled or queued), so it is part of what the key stands for:
+    // answering the first, scheduled run to a request for a queued one would start work the
+    // caller asked to hold.
+    const ws = await env.workspace();
+    const { trigger } = await webTrigger(ws);
+    const url = `/v1/triggers/${trigger.triggerId}`;
+    const headers = { 'idempotency-key': 'k-auto' };
+    const first = await ws.call('POST', url, { body: { payload: { a: 1 }, autoStart: true }, headers });
+    expect(first.statusCode).toBe(201);
+    expect(first.json().automationStatus).toBe('scheduled');
+    const other = await ws.call('POST', url, { body: { payload: { a: 1 }, autoStart: false }, headers });
+    expect(other.statusCode).toBe(409);
+    expect(other.json().code).toBe('idempotency_mismatch');
+    const runs = await ws.call('GET', '/v1/runs?idempotencyKey=k-auto');
+    expect(runs.json().data.map((run: { runId: string; automationStatus: string }) => [run.runId, run.automationStatus])).toEqual([
+      [first.json().runId, 'scheduled'],
+    ]);
+  });
+
   it('makes exactly one run for 100 parallel fires with one key', async () => {
     const ws = await env.workspace();
     const { trigger } = await webTrigger(ws);

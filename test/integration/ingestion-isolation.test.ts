@@ -25,6 +25,10 @@ const encounter = (id: string, patientId: string) => ({
 });
 
 describeEachStore('inbound data stays in its workspace', (env) => {
+  /** Every run of these triggers in the store, whatever its workspace. */
+  const runsOfTriggers = (triggerIds: string[]) =>
+    env.db.selectFrom('runs').select(['workspace_id', 'trigger_id']).where('trigger_id', 'in', triggerIds).execute();
+
   it("a delivery to workspace A never shows in B's search and never starts B's runs", async () => {
     const a = await env.workspace('tenant-iso');
     const sibling = await env.workspace('tenant-iso'); // same tenant, another workspace
@@ -43,6 +47,11 @@ describeEachStore('inbound data stays in its workspace', (env) => {
 
     expect((await search(a, 'Patient')).total).toBe(1);
     expect((await runsOf(a, `triggerId=${triggerA.triggerId}`)).length).toBe(1);
+    // Unfiltered: A's delivery started exactly one run, its own trigger's; the other workspaces'
+    // triggers on the same event started none, in any workspace (a run of B's trigger made in A
+    // would not show under B, nor under A filtered by A's trigger).
+    expect((await runsOf(a, '')).map((run) => run.triggerId)).toEqual([triggerA.triggerId]);
+    expect(await runsOfTriggers([siblingTrigger.triggerId, strangerTrigger.triggerId])).toEqual([]);
     for (const other of [sibling, stranger]) {
       expect((await search(other, 'Patient')).total).toBe(0);
       expect((await search(other, 'Patient', [{ op: 'with', tag: 'shared-tag' }])).total).toBe(0);
@@ -65,6 +74,12 @@ describeEachStore('inbound data stays in its workspace', (env) => {
     expect((await search(a, 'Patient')).results.map((hit) => hit.tags)).toEqual([['shared-tag']]);
     expect((await runsOf(sibling, `triggerId=${siblingTrigger.triggerId}`)).length).toBe(1);
     expect((await runsOf(a, `triggerId=${triggerA.triggerId}`)).length).toBe(1);
+    // B's delivery, the same event, started only B's trigger: still one run each, none for the stranger.
+    expect((await runsOf(sibling, '')).map((run) => run.triggerId)).toEqual([siblingTrigger.triggerId]);
+    expect((await runsOf(a, '')).map((run) => run.triggerId)).toEqual([triggerA.triggerId]);
+    expect(await runsOfTriggers([triggerA.triggerId, strangerTrigger.triggerId])).toEqual([
+      { workspace_id: a.workspaceId, trigger_id: triggerA.triggerId },
+    ]);
     const listing = await sibling.call('GET', `/v1/webhooks/${feedB.webhookId}/deliveries`);
     // Created, not updated: A's state of the same resource is not B's.
     expect(listing.json().data[0].events).toContainEqual({ event: 'Encounter.created', count: 1 });

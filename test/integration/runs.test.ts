@@ -28,6 +28,10 @@ const MATRIX: [string, RunStatus, number, string][] = [
   ['start', 'running', 409, 'run_not_queued'],
   ['start', 'paused', 409, 'run_not_queued'],
   ['start', 'completed', 409, 'run_not_queued'],
+  // Only a queued run starts: no ended run is brought back by a start.
+  ['start', 'errored', 409, 'run_not_queued'],
+  ['start', 'canceled', 409, 'run_not_queued'],
+  ['start', 'stopped', 409, 'run_not_queued'],
   ['pause', 'queued', 200, 'paused'],
   ['pause', 'scheduled', 200, 'paused'],
   ['pause', 'running', 200, 'paused'],
@@ -40,6 +44,12 @@ const MATRIX: [string, RunStatus, number, string][] = [
   ['resume', 'queued', 409, 'run_not_paused'],
   ['resume', 'running', 409, 'run_not_paused'],
   ['resume', 'completed', 409, 'run_not_paused'],
+  // Only a paused run resumes: every end is final (a resumed `stopped` run would run again),
+  // and a scheduled run has nothing to resume.
+  ['resume', 'scheduled', 409, 'run_not_paused'],
+  ['resume', 'errored', 409, 'run_not_paused'],
+  ['resume', 'canceled', 409, 'run_not_paused'],
+  ['resume', 'stopped', 409, 'run_not_paused'],
   ['cancel', 'queued', 200, 'canceled'],
   ['cancel', 'scheduled', 200, 'canceled'],
   ['cancel', 'running', 200, 'canceled'],

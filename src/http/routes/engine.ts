@@ -26,7 +26,16 @@ const StepSchema = Type.Object({
   error: Nullable(Type.String()),
 });
 
-const TimelineSchema = Type.Object({ runId: Uuid, steps: Type.Array(StepSchema) });
+const SubjectSchema = Type.Object(
+  {
+    recordId: Uuid,
+    resourceType: Type.String({ description: 'Patient, Practitioner, or Pathway (a run started for another run)' }),
+    extId: Type.String({ description: "the resource's id in the system that sent it" }),
+    name: Type.String(),
+  },
+  { description: 'the record the run is about (its subject); null when it has none, or the record left search' },
+);
+const TimelineSchema = Type.Object({ runId: Uuid, subject: Nullable(SubjectSchema), steps: Type.Array(StepSchema) });
 
 const AutomationSchema = Type.Object({ id: Type.String(), type: Type.String(), with: Type.Optional(Type.Unknown()) });
 
@@ -67,8 +76,10 @@ export function registerEngineRoutes(api: Api, container: Container): void {
       schema: {
         tags: ['Runs'],
         operationId: 'listRunSteps',
-        summary: "A run's step timeline, in the order the steps started",
-        description: 'Steps hold what automations read and answered, health data: each read is audited as run.steps.read (the run, its patient record, the key).',
+        summary: "A run's subject and its step timeline, in the order the steps started",
+        description:
+          'Which record the run is about (`subject`: the patient of an event or a cohort tick, or the record a fire named) and ' +
+          'what its automations read and answered: health data, so each read is audited as run.steps.read (the run, its patient record, the key).',
         params: IdParams('runId'),
         response: { 200: TimelineSchema, ...commonErrors },
       },
@@ -79,11 +90,11 @@ export function registerEngineRoutes(api: Api, container: Container): void {
       if (!timeline) throw notFound('run');
       // Steps hold what automations read and answered (lab values, a partner's reply): health
       // data, so who read whose is recorded before it is handed out.
-      const { subjectRecordId, steps } = timeline;
+      const { subjectRecordId, subject, steps } = timeline;
       await recordAudit(container.db, request.ctx, container.clock.now().toISOString(), [
         { action: 'run.steps.read', resourceType: 'run', resourceId: runId, details: { subjectRecordId, steps: steps.length } },
       ]);
-      return { runId, steps };
+      return { runId, subject, steps };
     },
   );
 
