@@ -30,6 +30,16 @@ async function ticksAt(env: TestEnv, triggerId: string, times: string[]): Promis
   return ticks;
 }
 
+/** `count` runs fired through a web trigger (status `scheduled`: no worker runs here) and one left `queued`; the scheduled runs' ids. */
+async function scheduledRuns(ws: TestWorkspace, count: number): Promise<string[]> {
+  const blueprint = await ws.importBlueprint(simpleBlueprint('Source pathway'));
+  const web = (await ws.call('POST', '/v1/triggers', { body: { name: 'Web', sourceId: blueprint.id, type: 'web' } })).json();
+  const fired: string[] = [];
+  for (let i = 0; i < count; i++) fired.push((await ws.call('POST', `/v1/triggers/${web.triggerId}`, { body: {} })).json().runId);
+  await ws.call('POST', `/v1/triggers/${web.triggerId}`, { body: { autoStart: false } });
+  return fired;
+}
+
 async function nextRunAt(ws: TestWorkspace, triggerId: string): Promise<string | null> {
   return (await ws.call('GET', `/v1/triggers/${triggerId}`)).json().nextRunAt;
 }
@@ -303,11 +313,7 @@ describeEachStore(
 
     it('a Pathway query matches run records by their status tag, each run the subject of a new one', async () => {
       const ws = await env.workspace();
-      const blueprint = await ws.importBlueprint(simpleBlueprint('Source pathway'));
-      const web = (await ws.call('POST', '/v1/triggers', { body: { name: 'Web', sourceId: blueprint.id, type: 'web' } })).json();
-      const fired = [];
-      for (let i = 0; i < 2; i++) fired.push((await ws.call('POST', `/v1/triggers/${web.triggerId}`, { body: {} })).json().runId);
-      await ws.call('POST', `/v1/triggers/${web.triggerId}`, { body: { autoStart: false } });
+      const fired = await scheduledRuns(ws, 2);
       const { queryId } = await savedQuery(ws, 'Pathway', [{ op: 'with', tag: 'scheduled' }]);
       const cohortTrigger = await searchTrigger(ws, queryId);
       const res = await ws.call('POST', `/v1/triggers/${cohortTrigger.triggerId}/evaluate`);
@@ -318,10 +324,7 @@ describeEachStore(
 
     it("a Pathway query never matches the trigger's own runs: they would feed on themselves, more at every tick", async () => {
       const ws = await env.workspace();
-      const blueprint = await ws.importBlueprint(simpleBlueprint('Source pathway'));
-      const web = (await ws.call('POST', '/v1/triggers', { body: { name: 'Web', sourceId: blueprint.id, type: 'web' } })).json();
-      const fired = [];
-      for (let i = 0; i < 3; i++) fired.push((await ws.call('POST', `/v1/triggers/${web.triggerId}`, { body: {} })).json().runId);
+      const fired = await scheduledRuns(ws, 3);
       // Its own runs are `scheduled` too (autoStart), so the query matches them from the second call on.
       const { queryId } = await savedQuery(ws, 'Pathway', [{ op: 'with', tag: 'scheduled' }]);
       const cohortTrigger = await searchTrigger(ws, queryId, { onePerSubject: false });
