@@ -362,6 +362,7 @@ describeEachStore('bad input on every management route', (env) => {
         expectError(await ws.call('GET', `${path}?limit=${limit}`), 400, 'invalid_request', 'querystring.limit');
       }
       expectError(await ws.call('GET', `${path}?sortBy=name`), 400, 'invalid_request', '"sortBy"');
+      expectError(await ws.call('GET', `${path}?limit=5&limit=6`), 400, 'invalid_request', 'querystring.limit is given more than once');
       if (badEnum) expectError(await ws.call('GET', `${path}?${badEnum[0]}=${badEnum[1]}`), 400, 'invalid_request', `querystring.${badEnum[0]}`);
       if (nameSearch) expectError(await ws.call('GET', `${path}?q=${HUGE}`), 400, 'invalid_request', 'querystring.q');
       const wrongShape = Buffer.from(JSON.stringify(['a', 'b'])).toString('base64url');

@@ -109,12 +109,59 @@ describeEachStore('engine: leases and fencing', (env) => {
     expect(await getSteps(ws, stale)).toEqual([]);
   });
 
+  it('a batch that takes the transaction (writes with effects) also commits each run on its own fence: the stale one writes nothing, its effect does not run', async () => {
+    // A write with an effect is not plain, so the batch goes through the Kysely transaction and
+    // its guarded UPDATE, not the one-statement (PostgreSQL) or prepared (SQLite) commit the test
+    // above takes. The stale write names the owner that holds the run, one fence back: only an
+    // exact fence match may pass, or a worker that lost the run and claimed it again would write
+    // over its own newer claim.
+    const ws = await env.workspace();
+    const { triggerId } = await webTriggerFor(ws, oneSet);
+    const [passing, stale] = [await fire(ws, triggerId), await fire(ws, triggerId)];
+    const now = new Date().toISOString();
+    const rows = await claimRuns(env.db, { owner: 'worker-a', now, leaseUntil: addMs(now, 60_000), limit: 100 });
+    const fenceOf = (runId: string) => rows.find((row) => row.id === runId)!.lease_fence;
+    const at = addMs(now, 5);
+    const effects: string[] = [];
+    const effectOf = (runId: string) => async () => {
+      effects.push(runId);
+    };
+    const batch: StepWrite[] = [
+      { lease: { runId: passing, owner: 'worker-a', fence: fenceOf(passing) }, at, from: 'scheduled', state: '{"v":2}', requireRunning: true,
+        end: { status: 'completed', error: null }, effect: effectOf(passing),
+        insertStep: { ...stepRow(passing, '0190a1b2-c3d4-7e5f-8a9b-000000000021'), finished_at: at, outcome: 'ok' } },
+      { lease: { runId: stale, owner: 'worker-a', fence: fenceOf(stale) - 1 }, at, from: 'scheduled', state: '{"v":2}', requireRunning: true,
+        end: { status: 'completed', error: null }, effect: effectOf(stale),
+        insertStep: stepRow(stale, '0190a1b2-c3d4-7e5f-8a9b-000000000022') },
+    ];
+    expect([...(await commitBatch(env.db, batch))]).toEqual([passing]);
+    expect(effects).toEqual([passing]);
+
+    const run = await env.db.selectFrom('runs').select(['automation_status', 'lease_owner', 'engine_state', 'updated_at']).where('id', '=', passing).executeTakeFirstOrThrow();
+    expect(run).toEqual({ automation_status: 'completed', lease_owner: null, engine_state: '{"v":2}', updated_at: at });
+    expect(await recordTags(env, passing)).toContain('completed');
+    expect((await getSteps(ws, passing)).map((step) => step.outcome)).toEqual(['ok']);
+
+    // The stale run is as the claim left it: scheduled, still leased at its fence, no progress.
+    const untouched = await env.db.selectFrom('runs').select(['automation_status', 'lease_owner', 'lease_fence', 'engine_state']).where('id', '=', stale).executeTakeFirstOrThrow();
+    expect(untouched).toEqual({ automation_status: 'scheduled', lease_owner: 'worker-a', lease_fence: fenceOf(stale), engine_state: null });
+    expect(await recordTags(env, stale)).toContain('scheduled');
+    expect(await env.db.selectFrom('run_steps').select('id').where('run_id', '=', stale).execute()).toEqual([]);
+  });
+
   /**
    * A run whose http call is in flight with a stale worker (long lease) when its lease runs out
    * (as if the worker had stalled) and a fresh worker claims and finishes it. The ledger answers
-   * `path` with `replies` in order; the stale worker's backoff is `staleOutbound`'s.
+   * `path` with `replies` in order; the stale worker's backoff is `staleOutbound`'s, the new
+   * holder's outbound settings `fresh.outbound`'s. The two workers' ids are `workerIds` (two
+   * processes given the same worker id share one).
    */
-  async function takenOverMidCall(name: string, replies: Parameters<LedgerServer['on']>[1][], staleOutbound: Parameters<typeof testWorker>[2] = {}) {
+  async function takenOverMidCall(
+    name: string,
+    replies: Parameters<LedgerServer['on']>[1][],
+    staleOutbound: Parameters<typeof testWorker>[2] = {},
+    { workerIds = ['stale', 'fresh'], freshOutbound = {} }: { workerIds?: [stale: string, fresh: string]; freshOutbound?: Parameters<typeof testWorker>[2] } = {},
+  ) {
     const ws = await env.workspace();
     const path = `/${name}-${env.kind}`;
     ledger.on(path, ...replies);
@@ -122,8 +169,8 @@ describeEachStore('engine: leases and fencing', (env) => {
       { id: 'call', automations: [{ id: 'post', type: 'http', with: { method: 'POST', url: ledger.url(path), body: {} } }] },
     ]));
     const runId = await fire(ws, triggerId);
-    const stale = testWorker(env, { workerId: 'stale', leaseMs: 60_000 }, staleOutbound);
-    const fresh = testWorker(env, { workerId: 'fresh' });
+    const stale = testWorker(env, { workerId: workerIds[0], leaseMs: 60_000 }, staleOutbound);
+    const fresh = testWorker(env, { workerId: workerIds[1] }, freshOutbound);
     const before = ledger.requests.length;
     const staleRun = stale.runOnce();
     await until(() => ledger.requests.length > before, 'the first call');
@@ -158,6 +205,25 @@ describeEachStore('engine: leases and fencing', (env) => {
     expect((await getSteps(ws, runId)).map((s) => [s.attempt, s.outcome])).toEqual([[1, 'interrupted'], [2, 'ok']]);
     expect(await getRun(ws, runId)).toMatchObject({ automationStatus: 'completed', error: null });
   });
+
+  it('a stale worker with the same worker id as the new holder knows the run is lost by its fence: the call is not sent a third time', async () => {
+    // Both workers are `shared`: the owner alone cannot tell the stale one that the run was
+    // taken; only the fence it claimed with can. The stale worker's try answers 503 late; it
+    // looks whether it still holds the run before trying again, while the new holder's call
+    // (answered 200 after 3 s, within its 10 s timeout) is still in flight, so the row names
+    // `shared` as owner then. The margins are seconds, not milliseconds: the stale worker looks
+    // about 1.5 s after its first call, the new holder's call is open until about 3 s after the
+    // second.
+    const { ws, runId, staleRun, keysSent } = await takenOverMidCall('same-id', [{ status: 503, delayMs: 1_500 }, { status: 200, delayMs: 3_000 }], {
+      backoff: { attempts: 4, baseMs: 50, maxMs: 50 },
+    }, { workerIds: ['shared', 'shared'], freshOutbound: { timeoutMs: 10_000 } });
+    expect((await getRun(ws, runId)).automationStatus).toBe('completed');
+    await staleRun;
+    await sleep(200);
+    expect(keysSent()).toEqual([`${runId}:call:post`, `${runId}:call:post`]);
+    expect((await getSteps(ws, runId)).map((s) => [s.attempt, s.outcome])).toEqual([[1, 'interrupted'], [2, 'ok']]);
+    expect(await getRun(ws, runId)).toMatchObject({ automationStatus: 'completed', error: null });
+  }, 60_000);
 
   it('a run held by a worker that died is taken over once its lease expires', async () => {
     const ws = await env.workspace();

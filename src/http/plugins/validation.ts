@@ -1,6 +1,7 @@
 import Ajv from 'ajv';
 import addFormats from 'ajv-formats';
 import type { FastifyInstance } from 'fastify';
+import { ApiError } from '../../lib/errors.js';
 import type { DataValidationCxt } from 'ajv/dist/types/index.js';
 
 /**
@@ -34,6 +35,14 @@ export function useStrictValidation(app: FastifyInstance): void {
     ajv.addKeyword({ keyword: 'x-examples' });
     ajv.addKeyword({ keyword: 'x-lowercase', type: 'string', schemaType: 'boolean', modifying: true, validate: lowerCaseKeyword });
   }
+
+  // No query parameter takes several values: one given twice (`type=web&type=event`) arrives as
+  // a list, which the schemas refused with a sentence about its type (`must be one of …`).
+  app.addHook('preValidation', async (request) => {
+    const query = request.query as Record<string, unknown> | undefined;
+    const repeated = query && Object.keys(query).find((name) => Array.isArray(query[name]));
+    if (repeated) throw new ApiError('invalid_request', `querystring.${repeated} is given more than once; give each parameter once`);
+  });
 
   app.setValidatorCompiler(({ schema, httpPart }) =>
     httpPart === 'body' ? bodyAjv.compile(schema) : textAjv.compile(schema),
