@@ -9,8 +9,29 @@ import { expect, it } from 'vitest';
 import { describeEachStore } from '../helpers/test-env.js';
 import { createEndpoint, deliver, lastDelivery, processorFor, search } from '../helpers/deliveries.js';
 import { deliveryList, deliveryRetry } from '../../src/cli/admin/delivery.js';
+import { DeliveryProcessor } from '../../src/modules/deliveries/delivery-processor.js';
+import { workerBasics } from '../../src/container.js';
+import type { TestEnv } from '../helpers/test-env.js';
 
 const patients = { resourceType: 'Bundle', type: 'collection', entry: [{ resource: { resourceType: 'Patient', id: 'retry-1', name: [{ family: 'Curie' }] } }] };
+
+/**
+ * A cause that is not the store's: a database trigger refuses every record, so every try fails
+ * the same way (standing in for a bug) until `work` is done; then the trigger is dropped.
+ */
+async function whileRecordsAreRefused(env: TestEnv, work: () => Promise<void>): Promise<void> {
+  if (env.kind === 'sqlite') {
+    await sql.raw(`create trigger refuse_records before insert on records begin select raise(abort, 'refused for the test'); end`).execute(env.db);
+  } else {
+    await sql.raw(`create or replace function ${env.schema}.refuse() returns trigger language plpgsql as $$ begin raise exception 'refused for the test'; end $$`).execute(env.db);
+    await sql.raw(`create trigger refuse_records before insert on ${env.schema}.records for each statement execute function ${env.schema}.refuse()`).execute(env.db);
+  }
+  try {
+    await work();
+  } finally {
+    await sql.raw(env.kind === 'sqlite' ? 'drop trigger refuse_records' : `drop trigger refuse_records on ${env.schema}.records`).execute(env.db);
+  }
+}
 
 describeEachStore('retrying a failed delivery', (env) => {
   it('lists it under ?status=failed, puts it back to received, and it is processed', async () => {
@@ -18,18 +39,9 @@ describeEachStore('retrying a failed delivery', (env) => {
     const endpoint = await createEndpoint(ws);
     expect((await deliver(env, endpoint, patients, { key: 'retry-me' })).statusCode).toBe(202);
 
-    // A cause that is not the store's: every try fails the same way.
-    if (env.kind === 'sqlite') {
-      await sql.raw(`create trigger refuse_records before insert on records begin select raise(abort, 'refused for the test'); end`).execute(env.db);
-    } else {
-      await sql.raw(`create function ${env.schema}.refuse() returns trigger language plpgsql as $$ begin raise exception 'refused for the test'; end $$`).execute(env.db);
-      await sql.raw(`create trigger refuse_records before insert on ${env.schema}.records for each statement execute function ${env.schema}.refuse()`).execute(env.db);
-    }
-    try {
+    await whileRecordsAreRefused(env, async () => {
       await processorFor(env, { maxAttempts: 1 }).drain();
-    } finally {
-      await sql.raw(env.kind === 'sqlite' ? 'drop trigger refuse_records' : `drop trigger refuse_records on ${env.schema}.records`).execute(env.db);
-    }
+    });
     const failed = await lastDelivery(ws, endpoint);
     expect(failed).toMatchObject({ status: 'failed', error: expect.stringMatching(/^processing failed/) });
     const listed = (await ws.call('GET', `/v1/webhooks/${endpoint.webhookId}/deliveries?status=failed`)).json();
@@ -66,5 +78,44 @@ describeEachStore('retrying a failed delivery', (env) => {
     await expect(deliveryRetry(env.container, { deliveryId: failed.deliveryId })).rejects.toThrow(`delivery ${failed.deliveryId} is processed, not failed`);
     await expect(deliveryRetry(env.container, { deliveryId: '0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b' })).rejects.toThrow('no delivery has the id');
     await expect(deliveryRetry(env.container, { deliveryId: 'not-an-id' })).rejects.toThrow('no delivery has the id');
+  });
+
+  it('retries a failing delivery after 2, 4, 8 and 16 s, and fails it for good at the fifth attempt (the default)', async () => {
+    // The processor's own settings, as a deployment has them (no maxAttempts given), on a clock
+    // that stands still: each retry's wait is exactly the lease the failed try leaves. Waits in
+    // seconds: a wait of 2 ms would spend the five tries within a few polls, before any cause
+    // could be fixed.
+    const ws = await env.workspace();
+    const endpoint = await createEndpoint(ws);
+    // What earlier tests left waiting is processed first: each batch below is this delivery's alone.
+    await processorFor(env).drain();
+    expect((await deliver(env, endpoint, patients, { key: 'failing' })).statusCode).toBe(202);
+    const deliveryId = (await lastDelivery(ws, endpoint)).deliveryId as string;
+    const now = new Date(Date.now() + 1_000);
+    const processor = new DeliveryProcessor({ ...workerBasics(env.container), clock: { now: () => now }, reader: env.container.deliveryReader });
+    const row = () =>
+      env.db.selectFrom('deliveries').select(['status', 'attempts', 'error', 'lease_expires_at']).where('id', '=', deliveryId).executeTakeFirstOrThrow();
+    // The error names the kind of failure, never data (the database's message quotes the test's words).
+    const kindOfFailure = /^processing failed \([^)]*\)$/;
+
+    await whileRecordsAreRefused(env, async () => {
+      for (let attempt = 1; attempt <= 4; attempt++) {
+        expect(await processor.processBatch()).toBe(1);
+        const failedTry = await row();
+        expect(failedTry).toMatchObject({ status: 'processing', attempts: attempt, error: expect.stringMatching(kindOfFailure) });
+        expect(Date.parse(failedTry.lease_expires_at!) - now.getTime()).toBe(1000 * 2 ** attempt);
+        // Not due before its wait is over: the same clock claims nothing.
+        expect(await processor.processBatch()).toBe(0);
+        // The wait is over.
+        await env.db.updateTable('deliveries').set({ lease_expires_at: new Date(now.getTime() - 1).toISOString() }).where('id', '=', deliveryId).execute();
+      }
+      expect(await processor.processBatch()).toBe(1);
+    });
+    const last = await row();
+    expect(last).toMatchObject({ status: 'failed', attempts: 5, error: expect.stringMatching(kindOfFailure) });
+    expect(last.error).not.toContain('refused for the test');
+    expect(await lastDelivery(ws, endpoint)).toMatchObject({ deliveryId, status: 'failed', error: last.error });
+    // Failed for good: nothing claims it again.
+    expect(await processor.processBatch()).toBe(0);
   });
 });

@@ -152,8 +152,8 @@ describeEachStore('engine: leases and fencing', (env) => {
   /**
    * A run whose http call is in flight with a stale worker (long lease) when its lease runs out
    * (as if the worker had stalled) and a fresh worker claims and finishes it. The ledger answers
-   * `path` with `replies` in order; the stale worker's backoff is `staleOutbound`'s, the new
-   * holder's outbound settings `fresh.outbound`'s. The two workers' ids are `workerIds` (two
+   * `path` with `replies` in order; the stale worker's outbound settings (its backoff) are
+   * `staleOutbound`, the new holder's `freshOutbound`. The two workers' ids are `workerIds` (two
    * processes given the same worker id share one).
    */
   async function takenOverMidCall(

@@ -8,12 +8,13 @@ import { describeEachStore, type TestEnv } from '../helpers/test-env.js';
 
 /** Six calls a minute per key: small enough to spend in a test, and nothing refills meanwhile. */
 const BUDGET = 6;
+const WINDOW_SECONDS = 60;
 
 /** A second service process on the same PostgreSQL schema, as far as the store can tell. */
 async function secondProcess(env: TestEnv): Promise<{ container: Container; app: Api }> {
   const schema = env.schema;
   const container = await createContainer(
-    loadConfig({ CAREPATH_DATABASE_URL: env.container.config.databaseUrl, CAREPATH_RATE_LIMIT: `${BUDGET}/60s` }),
+    loadConfig({ CAREPATH_DATABASE_URL: env.container.config.databaseUrl, CAREPATH_RATE_LIMIT: `${BUDGET}/${WINDOW_SECONDS}s` }),
     { logger: createLogger('silent'), storeOptions: { schema, poolSize: 2 } },
   );
   const app = await buildApp(container);
@@ -39,7 +40,9 @@ describeEachStore(
         const res = await ws.call('GET', '/v1/me');
         expect(res.statusCode).toBe(200);
         expect(Number(res.headers['ratelimit-limit'])).toBe(BUDGET);
+        // Seconds until the bucket is full again: never more than the window it refills in.
         expect(Number(res.headers['ratelimit-reset'])).toBeGreaterThan(0);
+        expect(Number(res.headers['ratelimit-reset'])).toBeLessThanOrEqual(WINDOW_SECONDS);
         remaining.push(Number(res.headers['ratelimit-remaining']));
       }
       expect(remaining.at(-1)).toBe(0);
@@ -48,8 +51,12 @@ describeEachStore(
       const refused = await ws.call('GET', '/v1/me', { headers: { 'x-request-id': 'req-over-budget' } });
       expect(refused.statusCode).toBe(429);
       expect(refused.json()).toEqual({ error: expect.any(String), code: 'rate_limited', requestId: 'req-over-budget' });
+      // Seconds until one token is back: at least one, at most the window (10 s here).
       expect(Number(refused.headers['retry-after'])).toBeGreaterThanOrEqual(1);
+      expect(Number(refused.headers['retry-after'])).toBeLessThanOrEqual(WINDOW_SECONDS);
       expect(refused.headers['ratelimit-remaining']).toBe('0');
+      expect(Number(refused.headers['ratelimit-reset'])).toBeGreaterThan(0);
+      expect(Number(refused.headers['ratelimit-reset'])).toBeLessThanOrEqual(WINDOW_SECONDS);
     });
 
     it('lets a burst of concurrent calls through up to the budget, and no further', async () => {
@@ -90,5 +97,5 @@ describeEachStore(
       });
     }
   },
-  { env: { CAREPATH_RATE_LIMIT: `${BUDGET}/60s` } },
+  { env: { CAREPATH_RATE_LIMIT: `${BUDGET}/${WINDOW_SECONDS}s` } },
 );

@@ -88,6 +88,29 @@ describeEachStore('triggers', (env) => {
     expect((await ws.call('GET', `/v1/triggers/${created.triggerId}`)).json().event).toBe('Encounter.finished');
   });
 
+  it('refuses an unknown field in a schedule on create and on PATCH, naming it; nothing is created or changed', async () => {
+    // `startTime` for `startAt` is an easy slip: taken silently, the series would start at once
+    // instead of in 2030. The schedule object is closed like every other body object.
+    const ws = await env.workspace();
+    const { blueprintId, queryId } = await blueprintAndQuery(ws);
+    const slipped = { interval: 'PT1H', timezone: 'UTC', startTime: '2030-01-01T00:00:00Z' };
+    const create = await ws.call('POST', '/v1/triggers', { body: { name: 'Cohort', sourceId: blueprintId, type: 'search', queryId, schedule: slipped } });
+    expect(create.statusCode).toBe(400);
+    // The request schema names the field by its place in the body, as for every unknown field.
+    expect(create.json()).toMatchObject({ code: 'invalid_request', error: 'body.schedule: unknown field "startTime"' });
+    expect((await ws.call('GET', '/v1/triggers')).json().data).toHaveLength(0);
+    expect(await env.db.selectFrom('triggers').select('id').where('workspace_id', '=', ws.workspaceId).execute()).toEqual([]);
+
+    const created = (
+      await ws.call('POST', '/v1/triggers', { body: { name: 'Cohort', sourceId: blueprintId, type: 'search', queryId, schedule: { interval: 'P1D', timezone: 'UTC' } } })
+    ).json();
+    const url = `/v1/triggers/${created.triggerId}`;
+    const patch = await ws.call('PATCH', url, { body: { schedule: slipped } });
+    expect(patch.statusCode).toBe(400);
+    expect(patch.json()).toMatchObject({ code: 'invalid_request', error: 'body.schedule: unknown field "startTime"' });
+    expect((await ws.call('GET', url)).json()).toEqual(created);
+  });
+
   it('patches partially, clears with null, and refuses type changes', async () => {
     const ws = await env.workspace();
     const { blueprintId, queryId } = await blueprintAndQuery(ws);
