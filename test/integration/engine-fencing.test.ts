@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { describeEachStore } from '../helpers/test-env.js';
+import { describeEachStore, type TestWorkspace } from '../helpers/test-env.js';
 import { chain, fire, getRun, getSteps, recordTags, testWorker, webTriggerFor } from '../helpers/engine-harness.js';
 import { LedgerServer } from '../helpers/ledger-server.js';
 import { claimRuns } from '../../src/engine/sql/claim-runs.js';
@@ -80,20 +80,32 @@ describeEachStore('engine: leases and fencing', (env) => {
     expect(row).toEqual({ automation_status: 'completed', lease_owner: null });
   });
 
-  it('a batch commits each run on its own guard: the run that passed moves, with its step and status tag; the stale one writes nothing', async () => {
-    const ws = await env.workspace();
+  /**
+   * Two runs claimed by worker-a and a batch that completes both, each with a step row: the
+   * first on its fence, the second one fence back (stale). With `effectOf`, each write carries an
+   * effect, which sends the batch through the transaction instead of the plain-write commit.
+   */
+  async function passingAndStale(ws: TestWorkspace, stepIds: [string, string], effectOf?: (runId: string) => () => Promise<void>) {
     const { triggerId } = await webTriggerFor(ws, oneSet);
     const [passing, stale] = [await fire(ws, triggerId), await fire(ws, triggerId)];
     const now = new Date().toISOString();
     const rows = await claimRuns(env.db, { owner: 'worker-a', now, leaseUntil: addMs(now, 60_000), limit: 100 });
     const fenceOf = (runId: string) => rows.find((row) => row.id === runId)!.lease_fence;
     const at = addMs(now, 5);
-    const batch: StepWrite[] = [
-      { lease: { runId: passing, owner: 'worker-a', fence: fenceOf(passing) }, at, from: 'scheduled', state: '{"v":2}', requireRunning: true,
-        end: { status: 'completed', error: null }, insertStep: { ...stepRow(passing, '0190a1b2-c3d4-7e5f-8a9b-000000000011'), finished_at: at, outcome: 'ok' } },
-      { lease: { runId: stale, owner: 'worker-a', fence: fenceOf(stale) - 1 }, at, from: 'scheduled', state: '{"v":2}', requireRunning: true,
-        end: { status: 'completed', error: null }, insertStep: stepRow(stale, '0190a1b2-c3d4-7e5f-8a9b-000000000012') },
+    const write = (runId: string, fence: number, insertStep: StepWrite['insertStep']): StepWrite => ({
+      lease: { runId, owner: 'worker-a', fence }, at, from: 'scheduled', state: '{"v":2}', requireRunning: true,
+      end: { status: 'completed', error: null }, insertStep, ...(effectOf && { effect: effectOf(runId) }),
+    });
+    const batch = [
+      write(passing, fenceOf(passing), { ...stepRow(passing, stepIds[0]), finished_at: at, outcome: 'ok' }),
+      write(stale, fenceOf(stale) - 1, stepRow(stale, stepIds[1])),
     ];
+    return { passing, stale, at, batch, fenceOf };
+  }
+
+  it('a batch commits each run on its own guard: the run that passed moves, with its step and status tag; the stale one writes nothing', async () => {
+    const ws = await env.workspace();
+    const { passing, stale, at, batch } = await passingAndStale(ws, ['0190a1b2-c3d4-7e5f-8a9b-000000000011', '0190a1b2-c3d4-7e5f-8a9b-000000000012']);
     expect([...(await commitBatch(env.db, batch))]).toEqual([passing]);
 
     const run = await env.db.selectFrom('runs').select(['automation_status', 'lease_owner', 'engine_state', 'updated_at']).where('id', '=', passing).executeTakeFirstOrThrow();
@@ -116,24 +128,10 @@ describeEachStore('engine: leases and fencing', (env) => {
     // exact fence match may pass, or a worker that lost the run and claimed it again would write
     // over its own newer claim.
     const ws = await env.workspace();
-    const { triggerId } = await webTriggerFor(ws, oneSet);
-    const [passing, stale] = [await fire(ws, triggerId), await fire(ws, triggerId)];
-    const now = new Date().toISOString();
-    const rows = await claimRuns(env.db, { owner: 'worker-a', now, leaseUntil: addMs(now, 60_000), limit: 100 });
-    const fenceOf = (runId: string) => rows.find((row) => row.id === runId)!.lease_fence;
-    const at = addMs(now, 5);
     const effects: string[] = [];
-    const effectOf = (runId: string) => async () => {
+    const { passing, stale, at, batch, fenceOf } = await passingAndStale(ws, ['0190a1b2-c3d4-7e5f-8a9b-000000000021', '0190a1b2-c3d4-7e5f-8a9b-000000000022'], (runId) => async () => {
       effects.push(runId);
-    };
-    const batch: StepWrite[] = [
-      { lease: { runId: passing, owner: 'worker-a', fence: fenceOf(passing) }, at, from: 'scheduled', state: '{"v":2}', requireRunning: true,
-        end: { status: 'completed', error: null }, effect: effectOf(passing),
-        insertStep: { ...stepRow(passing, '0190a1b2-c3d4-7e5f-8a9b-000000000021'), finished_at: at, outcome: 'ok' } },
-      { lease: { runId: stale, owner: 'worker-a', fence: fenceOf(stale) - 1 }, at, from: 'scheduled', state: '{"v":2}', requireRunning: true,
-        end: { status: 'completed', error: null }, effect: effectOf(stale),
-        insertStep: stepRow(stale, '0190a1b2-c3d4-7e5f-8a9b-000000000022') },
-    ];
+    });
     expect([...(await commitBatch(env.db, batch))]).toEqual([passing]);
     expect(effects).toEqual([passing]);
 
