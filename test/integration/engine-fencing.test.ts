@@ -190,18 +190,23 @@ describeEachStore('engine: leases and fencing', (env) => {
     expect(JSON.parse(row.engine_state!).steps.post.outcome).toBe('ok');
   });
 
-  it('a stale worker whose try failed while it lost the run does not try again: the call is not sent a third time', async () => {
-    // The stale worker's try answers 503 late (as a try that timed out in a stalled process);
-    // the new holder's gets a 200. Another try from the stale worker would be a third request.
-    const { ws, runId, staleRun, keysSent } = await takenOverMidCall('stalled', [{ status: 503, delayMs: 1_500 }, { status: 200, delayMs: 20 }], {
-      backoff: { attempts: 4, baseMs: 50, maxMs: 50 },
-    });
+  /** The call was sent twice (the stale try, the new holder's), never a third time, and the run completed on the second. */
+  async function expectCalledTwiceThenCompleted(ws: TestWorkspace, runId: string, staleRun: Promise<unknown>, keysSent: () => unknown[]) {
     expect((await getRun(ws, runId)).automationStatus).toBe('completed');
     await staleRun;
     await sleep(200);
     expect(keysSent()).toEqual([`${runId}:call:post`, `${runId}:call:post`]);
     expect((await getSteps(ws, runId)).map((s) => [s.attempt, s.outcome])).toEqual([[1, 'interrupted'], [2, 'ok']]);
     expect(await getRun(ws, runId)).toMatchObject({ automationStatus: 'completed', error: null });
+  }
+
+  it('a stale worker whose try failed while it lost the run does not try again: the call is not sent a third time', async () => {
+    // The stale worker's try answers 503 late (as a try that timed out in a stalled process);
+    // the new holder's gets a 200. Another try from the stale worker would be a third request.
+    const { ws, runId, staleRun, keysSent } = await takenOverMidCall('stalled', [{ status: 503, delayMs: 1_500 }, { status: 200, delayMs: 20 }], {
+      backoff: { attempts: 4, baseMs: 50, maxMs: 50 },
+    });
+    await expectCalledTwiceThenCompleted(ws, runId, staleRun, keysSent);
   });
 
   it('a stale worker with the same worker id as the new holder knows the run is lost by its fence: the call is not sent a third time', async () => {
@@ -215,12 +220,7 @@ describeEachStore('engine: leases and fencing', (env) => {
     const { ws, runId, staleRun, keysSent } = await takenOverMidCall('same-id', [{ status: 503, delayMs: 1_500 }, { status: 200, delayMs: 3_000 }], {
       backoff: { attempts: 4, baseMs: 50, maxMs: 50 },
     }, { workerIds: ['shared', 'shared'], freshOutbound: { timeoutMs: 10_000 } });
-    expect((await getRun(ws, runId)).automationStatus).toBe('completed');
-    await staleRun;
-    await sleep(200);
-    expect(keysSent()).toEqual([`${runId}:call:post`, `${runId}:call:post`]);
-    expect((await getSteps(ws, runId)).map((s) => [s.attempt, s.outcome])).toEqual([[1, 'interrupted'], [2, 'ok']]);
-    expect(await getRun(ws, runId)).toMatchObject({ automationStatus: 'completed', error: null });
+    await expectCalledTwiceThenCompleted(ws, runId, staleRun, keysSent);
   }, 60_000);
 
   it('a run held by a worker that died is taken over once its lease expires', async () => {
