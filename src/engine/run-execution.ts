@@ -25,6 +25,7 @@ import type { Lease } from './sql/lease.js';
 import { readRunLease } from './sql/read-run-lease.js';
 import { releaseRun } from './sql/release-run.js';
 import type { StepCommitter, StepFinish, StepWrite } from './step-committer.js';
+import { storableText } from '../lib/storable-text.js';
 
 /** How the worker and an execution talk: the lease, the shared commit, and whether to stop. */
 export interface ExecutionControl {
@@ -333,7 +334,7 @@ export class RunExecution {
 }
 
 function endOf(end: RunEnd): NonNullable<StepWrite['end']> {
-  return { status: end.status, error: end.status === 'errored' ? { message: end.message, nodeId: end.nodeId } : null };
+  return { status: end.status, error: end.status === 'errored' ? { message: storableText(end.message), nodeId: end.nodeId } : null };
 }
 
 /** A step that throws (bad settings, an expression failing at run time) errors the run at its node. */
@@ -356,6 +357,7 @@ function stepFinish(result: StepResult, at: string): StepFinish {
     at,
     outcome: result.outcome,
     output: result.output === undefined ? null : JSON.stringify(result.output),
-    error: result.end?.status === 'errored' ? result.end.message : null,
+    // A message may quote what others sent (a partner's answer, a filled `fail` message).
+    error: result.end?.status === 'errored' ? storableText(result.end.message) : null,
   };
 }

@@ -27,6 +27,18 @@ export function isUnstorable(text: string): boolean {
 }
 
 /**
+ * The text with each U+0000 and unpaired surrogate replaced by U+FFFD, for text the service
+ * writes itself from what others sent (a step's error quoting a partner's answer or a filled
+ * message): refusing it is not an option there, and PostgreSQL refused the write, so the run's
+ * step could never be recorded and was retried for ever.
+ */
+export function storableText(text: string): string {
+  return UNSTORABLE.test(text) ? text.replace(UNSTORABLE_ALL, '\uFFFD') : text;
+}
+
+const UNSTORABLE_ALL = new RegExp(UNSTORABLE.source, 'g');
+
+/**
  * The path of the first string (or object key) in `value` that is unstorable, such as
  * `body.name` or `body.payload.items[2]`; null when there is none.
  */

@@ -143,6 +143,20 @@ describeEachStore('engine: automations', (env) => {
     expect((await getRun(ws, braces)).error).toEqual({ message: 'score {{11}} is out of range', nodeId: 'boom' });
   });
 
+  it('fail: a message holding U+0000 or an unpaired surrogate ends the run errored, those characters shown as U+FFFD', async () => {
+    // FHIRPath spells them as escapes, so they pass import and appear only when the step fills
+    // the message; PostgreSQL refused the step's row, and the run was retried for ever.
+    const ws = await env.workspace();
+    const { triggerId } = await webTriggerFor(ws, chain('Odd text', [
+      { id: 'boom', automations: [{ id: 'f', type: 'fail', with: { message: "boom {{ 'a\\u0000b' }} {{ 'c\\ud800d' }}" } }] },
+    ]));
+    const runId = await fire(ws, triggerId, {});
+    await testWorker(env).drain();
+    expect(await getRun(ws, runId)).toMatchObject({ automationStatus: 'errored', error: { message: 'boom a\uFFFDb c\uFFFDd', nodeId: 'boom' } });
+    const [step] = await getSteps(ws, runId);
+    expect(step).toMatchObject({ outcome: 'failed', error: 'boom a\uFFFDb c\uFFFDd' });
+  });
+
   it('stop and cancel automations end the run as stopped and canceled; later steps never run', async () => {
     const ws = await env.workspace();
     const runs: Record<string, string> = {};

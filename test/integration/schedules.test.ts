@@ -322,18 +322,25 @@ describeEachStore(
       expect(subjects.map((s) => s.subject_record_id).sort()).toEqual(fired.sort());
     });
 
-    it("a Pathway query never matches the trigger's own runs: they would feed on themselves, more at every tick", async () => {
+    it('a Pathway query never matches runs started for a run: a trigger cannot feed on its own runs, nor two on each other', async () => {
       const ws = await env.workspace();
       const fired = await scheduledRuns(ws, 3);
-      // Its own runs are `scheduled` too (autoStart), so the query matches them from the second call on.
+      // The new runs are `scheduled` too (autoStart, no worker here), so the query would match them.
       const { queryId } = await savedQuery(ws, 'Pathway', [{ op: 'with', tag: 'scheduled' }]);
-      const cohortTrigger = await searchTrigger(ws, queryId, { onePerSubject: false });
+      const first = await searchTrigger(ws, queryId, { onePerSubject: false });
+      const second = await searchTrigger(ws, queryId, { onePerSubject: false });
       const counts = [];
-      for (let i = 0; i < 3; i++) counts.push((await ws.call('POST', `/v1/triggers/${cohortTrigger.triggerId}/evaluate`)).json());
-      expect(counts.map((c) => c.started)).toEqual([3, 3, 3]);
-      expect(counts.map((c) => c.skipped)).toEqual([0, 3, 6]);
-      const subjects = await env.db.selectFrom('runs').select('subject_record_id').where('trigger_id', '=', cohortTrigger.triggerId).execute();
-      expect(new Set(subjects.map((s) => s.subject_record_id))).toEqual(new Set(fired));
+      for (let i = 0; i < 3; i++) {
+        for (const trigger of [first, second]) counts.push((await ws.call('POST', `/v1/triggers/${trigger.triggerId}/evaluate`)).json());
+      }
+      // Each evaluation starts a run for the three runs started for patients (here: for no one),
+      // and skips every run started for a run, its own and the other trigger's.
+      expect(counts.map((c) => c.started)).toEqual([3, 3, 3, 3, 3, 3]);
+      expect(counts.map((c) => c.skipped)).toEqual([0, 3, 6, 9, 12, 15]);
+      for (const trigger of [first, second]) {
+        const subjects = await env.db.selectFrom('runs').select('subject_record_id').where('trigger_id', '=', trigger.triggerId).execute();
+        expect(new Set(subjects.map((s) => s.subject_record_id))).toEqual(new Set(fired));
+      }
     });
 
     it('refuses other trigger types (400), inactive ones (409), unknown ids (404) and keys without runs:write (403)', async () => {

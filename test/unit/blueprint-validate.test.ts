@@ -129,6 +129,18 @@ describe('validateBlueprint: the top level', () => {
     expectValid(longest);
   });
 
+  it('refuses text no store keeps (U+0000, unpaired surrogates) anywhere, naming the place', () => {
+    const named = postDischarge();
+    named.name = 'Nul\u0000Name';
+    expectProblem(named, /^blueprint\.name holds the character U\+0000 or an unpaired UTF-16 surrogate/);
+    const deep = postDischarge();
+    (node(deep, 'flag').name as unknown) = 'x\ud800';
+    expectProblem(deep, /^blueprint\.nodes\[\d+\]\.name holds the character U\+0000/);
+    const emoji = postDischarge();
+    emoji.name = 'Follow-up \u{1F600}';
+    expectValid(emoji);
+  });
+
   it('needs slug tags', () => {
     const input = postDischarge();
     input.tags = ['ok', 'Not A Slug', 'ok'];

@@ -92,7 +92,7 @@ export function answerFrameworkError(error: FastifyError, request: FastifyReques
     error.code === 'FST_ERR_MAX_PARAM_LENGTH'
       ? new ApiError('not_found', 'resource not found')
       : error.code === 'FST_ERR_BAD_URL'
-        ? new ApiError('invalid_request', 'the URL is not valid: a % must start an escape of two hex digits (%2F)')
+        ? new ApiError('invalid_request', 'the URL is not valid: each % must start an escape of two hex digits (%2F), and the escapes must spell UTF-8 text')
         : mapFrameworkError(error) ?? new ApiError('invalid_request', 'the request cannot be routed');
   sendError(reply, known);
 }

@@ -19,7 +19,9 @@ export function acceptJsonOnly(app: FastifyInstance): void {
   // After the key is checked (onRequest): a caller without one hears 401 first, whatever it sent.
   app.addHook('preParsing', async (request) => {
     const encoding = request.headers['content-encoding'];
-    if (encoding !== undefined && String(encoding).trim().toLowerCase() !== 'identity') {
+    // A request without a body (a GET a client labels out of habit) has nothing compressed.
+    const hasBody = request.headers['transfer-encoding'] !== undefined || Number(request.headers['content-length'] ?? 0) > 0;
+    if (hasBody && encoding !== undefined && String(encoding).trim().toLowerCase() !== 'identity') {
       throw new ApiError('unsupported_media_type', 'request bodies are taken uncompressed: send it without Content-Encoding');
     }
   });

@@ -23,15 +23,23 @@ function lowerCaseKeyword(on: boolean, data: unknown, _schema?: unknown, context
  * errors, nothing removed), while query strings and path parameters, which arrive as text, are
  * coerced to the types their schemas declare (`limit=10` → 10).
  */
+/** 9999-12-31T23:59:59.999Z: the last instant ISO 8601 writes with a four-digit year. */
+const LAST_INSTANT_MS = Date.UTC(9999, 11, 31, 23, 59, 59, 999);
+
 export function useStrictValidation(app: FastifyInstance): void {
   const common = { allErrors: false, strict: false, useDefaults: true, removeAdditional: false as const };
   const bodyAjv = addFormats.default(new Ajv.default({ ...common, coerceTypes: false }));
   const textAjv = addFormats.default(new Ajv.default({ ...common, coerceTypes: 'array' as const }));
   for (const ajv of [bodyAjv, textAjv]) {
     // RFC 3339 allows a leap second (23:59:60), which a JavaScript Date cannot hold: such a value
-    // passed the format, then threw where it was read (a 500). It is refused with the format.
+    // passed the format, then threw where it was read (a 500). It is refused with the format, and
+    // so is a time past the year 9999 in UTC (`9999-12-31T23:59:59-00:01`): stored times are
+    // compared as text, and `+010000-…` sorts before all of them (`since` answered every event).
     const dateTime = ajv.formats['date-time'] as { validate: (text: string) => boolean };
-    ajv.addFormat('date-time', { type: 'string', validate: (text: string) => dateTime.validate(text) && !Number.isNaN(Date.parse(text)) });
+    ajv.addFormat('date-time', {
+      type: 'string',
+      validate: (text: string) => dateTime.validate(text) && Date.parse(text) <= LAST_INSTANT_MS,
+    });
     ajv.addKeyword({ keyword: 'x-examples' });
     ajv.addKeyword({ keyword: 'x-lowercase', type: 'string', schemaType: 'boolean', modifying: true, validate: lowerCaseKeyword });
   }

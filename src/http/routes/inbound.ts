@@ -52,7 +52,7 @@ const Catalog = Type.Object({
 
 const Evaluation = Type.Object({
   started: Type.Integer({ description: 'runs started, one per matching record' }),
-  skipped: Type.Integer({ description: 'matching records that already have a live run of this trigger (onePerSubject), or that are Pathway records of its own runs' }),
+  skipped: Type.Integer({ description: 'matching records that already have a live run of this trigger (onePerSubject), or that are runs started for another run (a Pathway query)' }),
   idempotencyKey: Type.String({ description: 'carried by every run this evaluation started' }),
 });
 

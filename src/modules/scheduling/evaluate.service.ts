@@ -14,7 +14,7 @@ import { planSearchRuns } from './search-runs.js';
 export interface EvaluationResult {
   /** runs started */
   started: number;
-  /** matching records held back by onePerSubject (they already have a live run of this trigger), or the trigger's own runs */
+  /** matching records held back by onePerSubject (they already have a live run of this trigger), or runs started for a run (a Pathway query) */
   skipped: number;
   idempotencyKey: string;
 }

@@ -3,14 +3,15 @@
  * one per record the saved query matches, subject = that record, all with one idempotency key.
  * onePerSubject (default true for search triggers) holds back records that already have a run of
  * the trigger that is not terminal, or one planned. A query over Pathway records never matches
- * the trigger's own runs: each tick would otherwise start a run for every run the last one
- * started, without end. Planned inside the caller's transaction.
+ * runs that were started for a run (the trigger's own, or another such trigger's): each tick
+ * would otherwise start a run for every run the last one started, without end. Planned inside
+ * the caller's transaction.
  */
 import type { DbOrTx } from '../../storage/database.js';
 import type { Dialect } from '../../storage/connect.js';
 import { insertPlannedRuns, lockTriggers, subjectKey, subjectsWithLiveRuns } from '../events/planned-runs.repository.js';
 import { plannedRun, type PlanContext } from '../events/run-plan.js';
-import { ownRunsAmong, type SearchTrigger } from './search-trigger.repository.js';
+import { runsAboutRunsAmong, type SearchTrigger } from './search-trigger.repository.js';
 import { findMatches, recordIdsAt } from '../search/search.repository.js';
 
 /** Records read and planned per round: bounded memory for any cohort size. */
@@ -19,7 +20,7 @@ const PAGE = 5000;
 export interface SearchRunsResult {
   plannedRunIds: string[];
   matched: number;
-  /** matched records held back by onePerSubject, or that are the trigger's own runs */
+  /** matched records held back by onePerSubject, or that are runs started for a run */
   skipped: number;
 }
 
@@ -43,9 +44,9 @@ export async function planSearchRuns(
     const page = await recordIdsAt(db, trigger.workspace_id, positions.slice(from, from + PAGE));
     result.matched += page.length;
     const live = onePerSubject ? await subjectsWithLiveRuns(db, [trigger.id], page) : new Set<string>();
-    const own = trigger.query.resourceType === 'Pathway' ? await ownRunsAmong(db, trigger.id, page) : new Set<string>();
+    const aboutRuns = trigger.query.resourceType === 'Pathway' ? await runsAboutRunsAmong(db, page) : new Set<string>();
     const rows = page
-      .filter((recordId) => !live.has(subjectKey(trigger.id, recordId)) && !own.has(recordId))
+      .filter((recordId) => !live.has(subjectKey(trigger.id, recordId)) && !aboutRuns.has(recordId))
       .map((recordId) =>
         plannedRun(trigger, context, {
           subjectRecordId: recordId,

@@ -118,14 +118,22 @@ export async function loadTriggerForEvaluation(
 }
 
 /**
- * Which of these records are Pathway records of the trigger's own runs (a run's record id is its
- * run id): a search trigger over Pathway records must not start runs for the runs it started.
+ * Which of these Pathway records are runs started for another run (their subject is a Pathway
+ * record): a search trigger over Pathway records leaves them out. Its own runs are such runs, and
+ * so are those of any other trigger over Pathway records: matched, they fed on themselves, or two
+ * triggers on each other, with more runs at every tick.
  */
-export async function ownRunsAmong(db: DbOrTx, triggerId: string, recordIds: readonly string[]): Promise<Set<string>> {
-  const own = new Set<string>();
+export async function runsAboutRunsAmong(db: DbOrTx, recordIds: readonly string[]): Promise<Set<string>> {
+  const found = new Set<string>();
   for (const chunk of chunks([...recordIds], ID_CHUNK)) {
-    const rows = await db.selectFrom('runs').select('id').where('trigger_id', '=', triggerId).where('id', 'in', chunk).execute();
-    for (const row of rows) own.add(row.id);
+    const rows = await db
+      .selectFrom('runs')
+      .innerJoin('records as subject', 'subject.id', 'runs.subject_record_id')
+      .select('runs.id')
+      .where('runs.id', 'in', chunk)
+      .where('subject.resource_type', '=', 'Pathway')
+      .execute();
+    for (const row of rows) found.add(row.id);
   }
-  return own;
+  return found;
 }
