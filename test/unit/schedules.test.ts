@@ -465,6 +465,9 @@ describe('nextTickAfter: cron asked from inside a night whose clocks change', ()
         const from = at(night).getTime() + minute * 60_000 + 30_000;
         const expected = series.find((tick) => tick > from)!;
         expect(nextTickAfter(s, at(night), new Date(from)).getTime(), new Date(from).toISOString()).toBe(expected);
+        // And after a downtime that ends there, the tick that runs is the series' latest.
+        const latest = [...series].reverse().find((tick) => tick <= from)!;
+        expect(latestTickAtOrBefore(s, at(night), new Date(from))!.getTime(), `latest at ${new Date(from).toISOString()}`).toBe(latest);
       }
     });
   }
