@@ -322,6 +322,50 @@ describeEachStore(
       expect(subjects.map((s) => s.subject_record_id).sort()).toEqual(fired.sort());
     });
 
+    it('with an Idempotency-Key an evaluation sent again answers the runs it started and starts none (onePerSubject off)', async () => {
+      const { ws, queryId } = await cohort(env, 3);
+      clock.set('2024-09-02T10:00:00.000Z');
+      const trigger = await searchTrigger(ws, queryId, { onePerSubject: false, autoStart: false });
+      const evaluate = (key?: string) =>
+        ws.call('POST', `/v1/triggers/${trigger.triggerId}/evaluate`, key === undefined ? {} : { headers: { 'idempotency-key': key } });
+      const first = await evaluate('cohort-2024-09-02');
+      expect(first.statusCode, first.body).toBe(200);
+      expect(first.json()).toEqual({ started: 3, skipped: 0, idempotencyKey: 'cohort-2024-09-02' });
+      expect(first.headers['idempotent-replayed']).toBeUndefined();
+      // The retry after a timeout: the same answer, no second cohort (it started three more).
+      clock.set('2024-09-02T10:00:05.000Z');
+      const again = await evaluate('cohort-2024-09-02');
+      expect(again.json()).toEqual({ started: 3, skipped: 0, idempotencyKey: 'cohort-2024-09-02' });
+      expect(again.headers['idempotent-replayed']).toBe('true');
+      expect(await runsOf(ws, `triggerId=${trigger.triggerId}`)).toHaveLength(3);
+      expect(await runsOf(ws, 'idempotencyKey=cohort-2024-09-02')).toHaveLength(3);
+      // Another key, or none, is another evaluation.
+      expect((await evaluate('cohort-2024-09-03')).json()).toMatchObject({ started: 3 });
+      expect((await evaluate()).json()).toMatchObject({ started: 3 });
+      expect(await runsOf(ws, `triggerId=${trigger.triggerId}`)).toHaveLength(9);
+      // The key's rules are the fire's.
+      const bad = await evaluate('é'.repeat(3));
+      expect(bad.statusCode).toBe(400);
+      const doubled = await env.app.inject({
+        method: 'POST',
+        url: `/v1/triggers/${trigger.triggerId}/evaluate`,
+        headers: { authorization: `Bearer ${ws.key}`, 'idempotency-key': ['a', 'b'] },
+      });
+      expect(doubled.statusCode).toBe(400);
+    });
+
+    it('two evaluations with one key at once start one cohort', async () => {
+      const { ws, queryId } = await cohort(env, 4);
+      const trigger = await searchTrigger(ws, queryId, { onePerSubject: false, autoStart: false });
+      const answers = await Promise.all(
+        [1, 2, 3].map(() => ws.call('POST', `/v1/triggers/${trigger.triggerId}/evaluate`, { headers: { 'idempotency-key': 'together' } })),
+      );
+      expect(answers.map((a) => a.statusCode)).toEqual([200, 200, 200]);
+      expect(answers.map((a) => a.json().started)).toEqual([4, 4, 4]);
+      expect(answers.filter((a) => a.headers['idempotent-replayed'] === 'true')).toHaveLength(2);
+      expect(await runsOf(ws, `triggerId=${trigger.triggerId}`)).toHaveLength(4);
+    });
+
     it('a Pathway query never matches runs started for a run: a trigger cannot feed on its own runs, nor two on each other', async () => {
       const ws = await env.workspace();
       const fired = await scheduledRuns(ws, 3);

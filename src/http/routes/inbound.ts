@@ -14,6 +14,8 @@ import { listDeliveries } from '../../modules/deliveries/delivery.repository.js'
 import { DELIVERY_STATUSES } from '../../storage/database.js';
 import { eventCatalog } from '../../ingestion/events.js';
 import { evaluateSearchTrigger } from '../../modules/scheduling/evaluate.service.js';
+import { idempotencyKeyHeader } from '../idempotency-header.js';
+import { requireValidIdempotencyKey } from '../../modules/triggers/fire.service.js';
 
 const DeliveryView = Type.Object({
   deliveryId: Uuid,
@@ -112,22 +114,29 @@ export function registerInboundRoutes(api: Api, container: Container): void {
         description:
           'Same semantics as a schedule tick: the subject of each run is the matched record, onePerSubject holds back ' +
           'records with a live run of this trigger, and every run carries the answered `idempotencyKey`. Only search ' +
-          'triggers can be evaluated (400 otherwise); an inactive one is 409 `trigger_inactive`. It takes no ' +
-          '`Idempotency-Key`: each call is an evaluation of its own. Sent again after a timeout, it starts nothing ' +
-          'for records whose run of this trigger is still live (onePerSubject, the default); without onePerSubject ' +
-          'it starts a second run per record.',
+          'triggers can be evaluated (400 otherwise); an inactive one is 409 `trigger_inactive`. With an ' +
+          '`Idempotency-Key` header the runs carry that key, and a call with a key that already started runs of this ' +
+          'trigger answers those (`started` = their number, `skipped` 0, `Idempotent-Replayed: true`) and starts nothing: ' +
+          'send one with every evaluation that may be retried.',
         params: IdParams('triggerId'),
         body: EmptyBody,
         [BODY_OPTIONAL]: true,
+        headers: Type.Object({ 'idempotency-key': Type.Optional(Type.String()) }),
         response: { 200: Evaluation, ...commonErrors, 409: ErrorBody },
       },
       preValidation: noBodyIsEmpty,
     },
-    async (request) =>
-      evaluateSearchTrigger(
+    async (request, reply) => {
+      const key = idempotencyKeyHeader(request);
+      requireValidIdempotencyKey(key);
+      const { replayed, ...evaluation } = await evaluateSearchTrigger(
         { db: container.db, dialect: container.store.dialect, runCreator: container.runCreator, now: () => container.clock.now() },
         request.ctx,
         request.params.triggerId,
-      ),
+        key,
+      );
+      if (replayed) reply.header('Idempotent-Replayed', 'true');
+      return evaluation;
+    },
   );
 }

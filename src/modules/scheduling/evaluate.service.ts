@@ -3,11 +3,18 @@
  * and starts one run per matching record, exactly as a schedule tick does (onePerSubject, subject
  * = the record), with the idempotency key `evaluate:<triggerId>:<time>`. Only search triggers can
  * be evaluated; an inactive one answers 409 `trigger_inactive`.
+ *
+ * With the caller's `Idempotency-Key` the runs carry that key instead, and an evaluation of this
+ * trigger that already started runs with it is answered again (`replayed`, the runs it started)
+ * instead of run again: a retry after a timeout no longer starts a second cohort. The trigger's
+ * row is locked first, so two evaluations with one key cannot both find none.
  */
 import { randomBytes } from 'node:crypto';
 import type { RequestContext } from '../../auth/context.js';
 import { ApiError, invalidRequest, notFound } from '../../lib/errors.js';
 import { createPlannedRuns, DEFAULT_PLAN_LEASE_MS, type RunStarterDeps } from '../events/planned-runs.js';
+import { lockTriggers } from '../events/planned-runs.repository.js';
+import type { DbOrTx } from '../../storage/database.js';
 import { loadTriggerForEvaluation } from './search-trigger.repository.js';
 import { planSearchRuns } from './search-runs.js';
 
@@ -17,12 +24,15 @@ export interface EvaluationResult {
   /** matching records held back by onePerSubject (they already have a live run of this trigger), or runs started for a run (a Pathway query) */
   skipped: number;
   idempotencyKey: string;
+  /** An earlier evaluation with the caller's key started these runs; nothing was run again. */
+  replayed: boolean;
 }
 
 export async function evaluateSearchTrigger(
   deps: RunStarterDeps,
   ctx: RequestContext,
   triggerId: string,
+  callerKey?: string,
   planLeaseMs: number = DEFAULT_PLAN_LEASE_MS,
 ): Promise<EvaluationResult> {
   const trigger = await loadTriggerForEvaluation(deps.db, triggerId, ctx.workspaceId);
@@ -36,7 +46,7 @@ export async function evaluateSearchTrigger(
 
   const now = deps.now();
   const at = now.toISOString();
-  const idempotencyKey = `evaluate:${triggerId}:${at}`;
+  const idempotencyKey = callerKey ?? `evaluate:${triggerId}:${at}`;
   // Its own owner per evaluation: if this process dies, a sweep elsewhere finishes the runs.
   const owner = `evaluate:${randomBytes(6).toString('hex')}`;
   const context = {
@@ -50,11 +60,31 @@ export async function evaluateSearchTrigger(
     at,
   };
   const query = trigger.query;
-  const planned = await deps.db
-    .transaction()
-    .execute((tx) =>
-      planSearchRuns(tx, deps.dialect, { ...trigger, query }, context, { idempotencyKey, tick: at, origin: { via: 'evaluate' } }),
-    );
+  const planned = await deps.db.transaction().execute(async (tx) => {
+    if (callerKey !== undefined) {
+      await lockTriggers(tx, deps.dialect, [trigger.id]);
+      const earlier = await runsWithKey(tx, ctx.workspaceId, trigger.id, callerKey);
+      if (earlier > 0) return { replayed: earlier };
+    }
+    return planSearchRuns(tx, deps.dialect, { ...trigger, query }, context, { idempotencyKey, tick: at, origin: { via: 'evaluate' } });
+  });
+  if ('replayed' in planned) return { started: planned.replayed, skipped: 0, idempotencyKey, replayed: true };
   const started = await createPlannedRuns(deps, owner, planned.plannedRunIds, planLeaseMs);
-  return { started, skipped: planned.skipped, idempotencyKey };
+  return { started, skipped: planned.skipped, idempotencyKey, replayed: false };
+}
+
+/**
+ * Runs of the trigger with this key, made or still planned. A planned row keeps its run's id and
+ * is removed only after the run is made, so the two are counted as one set of ids.
+ */
+async function runsWithKey(tx: DbOrTx, workspaceId: string, triggerId: string, key: string): Promise<number> {
+  const made = await tx
+    .selectFrom('runs')
+    .select('id')
+    .where('workspace_id', '=', workspaceId)
+    .where('idempotency_key', '=', key)
+    .where('trigger_id', '=', triggerId)
+    .execute();
+  const planned = await tx.selectFrom('planned_runs').select('id').where('trigger_id', '=', triggerId).where('idempotency_key', '=', key).execute();
+  return new Set([...made, ...planned].map((row) => row.id)).size;
 }

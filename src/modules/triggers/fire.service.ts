@@ -16,6 +16,13 @@ import { subjectReference } from './subject-reference.js';
 
 const IDEMPOTENCY_KEY = /^[\x20-\x7e]{1,255}$/;
 
+/** A caller's idempotency key (fires, evaluations): 1–255 printable ASCII characters, or none. */
+export function requireValidIdempotencyKey(key: string | undefined): void {
+  if (key !== undefined && !IDEMPOTENCY_KEY.test(key)) {
+    throw invalidRequest('Idempotency-Key must be 1–255 printable ASCII characters');
+  }
+}
+
 export interface FireInput {
   payload?: unknown;
   autoStart?: boolean;
@@ -41,9 +48,7 @@ export async function fireTrigger(
   input: FireInput,
 ): Promise<FireResult> {
   const key = input.headerKey ?? input.bodyKey;
-  if (key !== undefined && !IDEMPOTENCY_KEY.test(key)) {
-    throw invalidRequest('Idempotency-Key must be 1–255 printable ASCII characters');
-  }
+  requireValidIdempotencyKey(key);
 
   const trigger = await deps.triggers.find(ctx.workspaceId, triggerId);
   if (!trigger) throw notFound('trigger');
