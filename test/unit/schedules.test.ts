@@ -85,17 +85,17 @@ describe('parseSchedule', () => {
 
   describe('rejects', () => {
     it.each([null, 'PT15M', 42, [valid]])('a schedule that is not an object: %j', (input) => {
-      expect(rejection(input).message).toMatch(/^schedule must be an object/);
+      expect(rejection(input).message).toMatch(/^body\.schedule must be an object/);
     });
 
     it('an unknown field, naming it', () => {
-      expect(rejection({ ...valid, every: 'day' }).message).toBe('schedule.every is not a known field');
+      expect(rejection({ ...valid, every: 'day' }).message).toBe('body.schedule.every is not a known field');
     });
 
     it('a missing or non-string interval', () => {
-      expect(rejection({ timezone: 'UTC' }).message).toBe('schedule.interval is required');
-      expect(rejection({ timezone: 'UTC', interval: 900 }).message).toMatch(/^schedule\.interval must be a non-empty string/);
-      expect(rejection({ timezone: 'UTC', interval: '' }).message).toMatch(/^schedule\.interval must be a non-empty string/);
+      expect(rejection({ timezone: 'UTC' }).message).toBe('body.schedule.interval is required');
+      expect(rejection({ timezone: 'UTC', interval: 900 }).message).toMatch(/^body\.schedule\.interval must be a non-empty string/);
+      expect(rejection({ timezone: 'UTC', interval: '' }).message).toMatch(/^body\.schedule\.interval must be a non-empty string/);
     });
 
     it.each([
@@ -116,7 +116,7 @@ describe('parseSchedule', () => {
       ['15 minutes', /5-field cron/],
     ])('the interval %s', (interval, message) => {
       const error = rejection({ ...valid, interval });
-      expect(error.message).toMatch(/^schedule\.interval /);
+      expect(error.message).toMatch(/^body\.schedule\.interval /);
       expect(error.message).toMatch(message);
     });
 
@@ -131,16 +131,16 @@ describe('parseSchedule', () => {
       ['0 0 30 2 *', /never fires/],
     ])('the cron expression %s', (interval, message) => {
       const error = rejection({ ...valid, interval });
-      expect(error.message).toMatch(/^schedule\.interval /);
+      expect(error.message).toMatch(/^body\.schedule\.interval /);
       expect(error.message).toMatch(message);
     });
 
     it('a missing timezone', () => {
-      expect(rejection({ interval: 'PT15M' }).message).toBe('schedule.timezone is required');
+      expect(rejection({ interval: 'PT15M' }).message).toBe('body.schedule.timezone is required');
     });
 
     it.each(['Mars/Olympus_Mons', '+01:00', '-05:00', 'UTC+1', 'Europe/Amsterdam ', 'CEST'])('the zone %j', (timezone) => {
-      expect(rejection({ ...valid, timezone }).message).toMatch(/^schedule\.timezone must be an IANA time zone name/);
+      expect(rejection({ ...valid, timezone }).message).toMatch(/^body\.schedule\.timezone must be an IANA time zone name/);
     });
 
     it.each([
@@ -152,7 +152,7 @@ describe('parseSchedule', () => {
       'tomorrow',
       1_772_000_000_000,
     ])('the startAt %j', (startAt) => {
-      expect(rejection({ ...valid, startAt }).message).toMatch(/^schedule\.startAt must be an ISO 8601 date-time with an offset/);
+      expect(rejection({ ...valid, startAt }).message).toMatch(/^body\.schedule\.startAt must be an ISO 8601 date-time with an offset/);
     });
   });
 });

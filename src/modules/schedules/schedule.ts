@@ -60,23 +60,23 @@ export const LAST_TICK_MS = Date.UTC(9999, 11, 31, 23, 59, 59, 999);
 const KNOWN_FIELDS = new Set(['interval', 'timezone', 'startAt']);
 
 const INTERVAL_HINT =
-  'schedule.interval must be an ISO 8601 duration (such as PT15M, P1D, P1M) or a 5-field cron expression';
+  'body.schedule.interval must be an ISO 8601 duration (such as PT15M, P1D, P1M) or a 5-field cron expression';
 
 /** Validates a request body's `schedule` object; every problem is a 400 naming the field. */
 export function parseSchedule(input: unknown): Schedule {
   if (typeof input !== 'object' || input === null || Array.isArray(input)) {
-    throw invalidRequest('schedule must be an object');
+    throw invalidRequest('body.schedule must be an object');
   }
   const body = input as Record<string, unknown>;
   for (const key of Object.keys(body)) {
-    if (!KNOWN_FIELDS.has(key)) throw invalidRequest(`schedule.${key} is not a known field`);
+    if (!KNOWN_FIELDS.has(key)) throw invalidRequest(`body.schedule.${key} is not a known field`);
   }
 
-  const interval = requireString(body.interval, 'schedule.interval');
+  const interval = requireString(body.interval, 'body.schedule.interval');
   const parsed = parseInterval(interval);
-  const timezone = requireString(body.timezone, 'schedule.timezone');
+  const timezone = requireString(body.timezone, 'body.schedule.timezone');
   if (!isIanaZone(timezone)) {
-    throw invalidRequest('schedule.timezone must be an IANA time zone name such as Europe/Amsterdam or UTC');
+    throw invalidRequest('body.schedule.timezone must be an IANA time zone name such as Europe/Amsterdam or UTC');
   }
 
   const schedule: Schedule = { interval, timezone };
@@ -88,7 +88,7 @@ export function parseSchedule(input: unknown): Schedule {
   return schedule;
 }
 
-/** Reads an interval string; throws `invalid_request` naming `schedule.interval`. */
+/** Reads an interval string; throws `invalid_request` naming `body.schedule.interval`. */
 export function parseInterval(text: string): ParsedInterval {
   if (text.startsWith('P')) return parseDuration(text);
   return parseCron(text);
@@ -114,9 +114,9 @@ function parseDuration(text: string): ParsedInterval {
   const parts: DurationParts = { years, months, weeks, days, hours, minutes, seconds };
 
   const length = averageStepMs(parts);
-  if (length === 0) throw invalidRequest('schedule.interval must not be zero');
-  if (length < MINUTE_MS) throw invalidRequest('schedule.interval must be at least PT1M');
-  if (length > MAX_INTERVAL_MS) throw invalidRequest('schedule.interval must be at most P100Y');
+  if (length === 0) throw invalidRequest('body.schedule.interval must not be zero');
+  if (length < MINUTE_MS) throw invalidRequest('body.schedule.interval must be at least PT1M');
+  if (length > MAX_INTERVAL_MS) throw invalidRequest('body.schedule.interval must be at most P100Y');
 
   // Zero calendar parts (P0DT1H) do not make a step calendar-based: only non-zero ones count.
   const isCalendar = years + months + weeks + days > 0;
@@ -134,15 +134,15 @@ function parseCron(text: string): ParsedInterval {
   }
   // croner replaces "?" with the current time's value, so the same text would mean different
   // schedules depending on when it is read.
-  if (text.includes('?')) throw invalidRequest('schedule.interval must not use "?" in a cron expression');
+  if (text.includes('?')) throw invalidRequest('body.schedule.interval must not use "?" in a cron expression');
   let cron: Cron;
   try {
     // UTC is enough to check the syntax; the zone is applied when ticks are computed.
     cron = new Cron(text, { timezone: 'UTC' });
   } catch (error) {
-    throw invalidRequest(`schedule.interval is not a valid cron expression: ${(error as Error).message}`);
+    throw invalidRequest(`body.schedule.interval is not a valid cron expression: ${(error as Error).message}`);
   }
-  if (cron.nextRun() === null) throw invalidRequest('schedule.interval is a cron expression that never fires');
+  if (cron.nextRun() === null) throw invalidRequest('body.schedule.interval is a cron expression that never fires');
   return { kind: 'cron', expression: text };
 }
 
@@ -152,18 +152,18 @@ function parseCron(text: string): ParsedInterval {
  */
 function requireCronTickFrom(expression: string, timezone: string, startAt: string): void {
   if (new Cron(expression, { timezone }).nextRun(new Date(Date.parse(startAt) - 1)) === null) {
-    throw invalidRequest('schedule.startAt is past the last time the cron expression fires');
+    throw invalidRequest('body.schedule.startAt is past the last time the cron expression fires');
   }
 }
 
 function parseStartAt(value: unknown): string {
-  const message = 'schedule.startAt must be an ISO 8601 date-time with an offset, such as 2026-03-01T08:00:00+01:00';
+  const message = 'body.schedule.startAt must be an ISO 8601 date-time with an offset, such as 2026-03-01T08:00:00+01:00';
   if (typeof value !== 'string' || !DATE_TIME_WITH_OFFSET.test(value)) throw invalidRequest(message);
   // Luxon rejects impossible dates (2026-02-30) that Date.parse would roll over.
   const parsed = DateTime.fromISO(value, { setZone: true });
   if (!parsed.isValid) throw invalidRequest(message);
   if (parsed.toMillis() < 0 || parsed.toMillis() > LAST_TICK_MS) {
-    throw invalidRequest('schedule.startAt must fall between 1970-01-01 and 9999-12-31 (UTC)');
+    throw invalidRequest('body.schedule.startAt must fall between 1970-01-01 and 9999-12-31 (UTC)');
   }
   return parsed.toJSDate().toISOString();
 }
