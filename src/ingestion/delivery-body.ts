@@ -1,7 +1,7 @@
 import { invalidRequest } from '../lib/errors.js';
 import { checkPlainRecord, type PlainRecord } from './records.js';
 import { FHIR_R4_RESOURCE_TYPES } from './events.js';
-import { UNSTORABLE_TEXT, unstorableTextPath } from '../lib/storable-text.js';
+import { unstorableTextProblem } from '../lib/storable-text.js';
 
 /**
  * A delivery body (DESIGN §7) as a flat list of items. Accepted shapes:
@@ -105,9 +105,7 @@ export function parseDeliveryBody(body: unknown, options: ParseOptions = {}): De
 
 /** The item's problem when it holds text no store can keep, named by its path in the item. */
 function unstorableProblem(out: Parsing, value: unknown, what: string): string | null {
-  if (!out.checkText) return null;
-  const path = unstorableTextPath(value, what);
-  return path === null ? null : `${path} ${UNSTORABLE_TEXT}`;
+  return out.checkText ? unstorableTextProblem(value, what) : null;
 }
 
 const KNOWN_TYPES = new Set(FHIR_R4_RESOURCE_TYPES);

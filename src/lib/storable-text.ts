@@ -22,7 +22,7 @@ export function mayHoldUnstorableText(jsonText: string): boolean {
 const UNSTORABLE = /\u0000|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
 
 /** True when the string holds U+0000 or an unpaired surrogate. */
-export function isUnstorable(text: string): boolean {
+function isUnstorable(text: string): boolean {
   return UNSTORABLE.test(text);
 }
 
@@ -39,10 +39,19 @@ export function storableText(text: string): string {
 const UNSTORABLE_ALL = new RegExp(UNSTORABLE.source, 'g');
 
 /**
+ * What is wrong with `value`, named by its place (`body.payload.notes[1] holds the character
+ * U+0000 …`), when a string or object key in it is unstorable; null when none is.
+ */
+export function unstorableTextProblem(value: unknown, path: string): string | null {
+  const found = unstorableTextPath(value, path);
+  return found === null ? null : `${found} ${UNSTORABLE_TEXT}`;
+}
+
+/**
  * The path of the first string (or object key) in `value` that is unstorable, such as
  * `body.name` or `body.payload.items[2]`; null when there is none.
  */
-export function unstorableTextPath(value: unknown, path: string): string | null {
+function unstorableTextPath(value: unknown, path: string): string | null {
   if (typeof value === 'string') return isUnstorable(value) ? path : null;
   if (Array.isArray(value)) {
     for (let i = 0; i < value.length; i++) {
@@ -61,4 +70,4 @@ export function unstorableTextPath(value: unknown, path: string): string | null 
   return null;
 }
 
-export const UNSTORABLE_TEXT = 'holds the character U+0000 or an unpaired UTF-16 surrogate (\\ud800-\\udfff), which is not text that can be stored';
+const UNSTORABLE_TEXT = 'holds the character U+0000 or an unpaired UTF-16 surrogate (\\ud800-\\udfff), which is not text that can be stored';

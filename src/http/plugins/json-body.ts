@@ -3,7 +3,7 @@ import secureJson from 'secure-json-parse';
 import { MAX_JSON_DEPTH, jsonNestsDeeperThan } from '../../lib/json-depth.js';
 import { ApiError } from '../../lib/errors.js';
 import { NOT_JSON } from './errors.js';
-import { UNSTORABLE_TEXT, mayHoldUnstorableText, unstorableTextPath } from '../../lib/storable-text.js';
+import { mayHoldUnstorableText, unstorableTextProblem } from '../../lib/storable-text.js';
 
 /**
  * JSON is the only body the API takes (415 otherwise). An empty body reads as "no body", so
@@ -46,14 +46,14 @@ export function acceptJsonOnly(app: FastifyInstance): void {
       failure.statusCode = 400;
       return done(failure, undefined);
     }
-    const unstorable = mayHoldUnstorableText(body) ? unstorableTextPath(parsed, 'body') : null;
-    if (unstorable !== null) return done(new ApiError('invalid_request', `${unstorable} ${UNSTORABLE_TEXT}`), undefined);
+    const unstorable = mayHoldUnstorableText(body) ? unstorableTextProblem(parsed, 'body') : null;
+    if (unstorable !== null) return done(new ApiError('invalid_request', unstorable), undefined);
     done(null, parsed);
   });
 
   // Query strings and path parameters arrive percent-encoded: `%00` is U+0000 once decoded.
   app.addHook('preValidation', async (request) => {
-    const unstorable = unstorableTextPath(request.query, 'query') ?? unstorableTextPath(request.params, 'params');
-    if (unstorable !== null) throw new ApiError('invalid_request', `${unstorable} ${UNSTORABLE_TEXT}`);
+    const unstorable = unstorableTextProblem(request.query, 'query') ?? unstorableTextProblem(request.params, 'params');
+    if (unstorable !== null) throw new ApiError('invalid_request', unstorable);
   });
 }

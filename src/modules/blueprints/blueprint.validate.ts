@@ -19,7 +19,7 @@ import {
 import { checkAutomationWith, type Report } from './automation.validate.js';
 import { graphProblems, kindPhrase, type GraphLink, type GraphNode } from './blueprint.graph.js';
 import { expressionProblem } from './expression.check.js';
-import { UNSTORABLE_TEXT, unstorableTextPath } from '../../lib/storable-text.js';
+import { unstorableTextProblem } from '../../lib/storable-text.js';
 
 export class BlueprintError extends Error {
   constructor(readonly problems: string[]) {
@@ -54,8 +54,8 @@ export function validateBlueprint(input: unknown): Blueprint {
   if (!isName(input.name)) problems.push(`name must be 1 to ${MAX_NAME_LENGTH} characters of text`);
   // PostgreSQL keeps no U+0000 (an import failed with the driver's words, naming no field) and
   // SQLite kept it: refused on both, naming the place (lib/storable-text.ts).
-  const unstorable = unstorableTextPath(input, 'blueprint');
-  if (unstorable !== null) problems.push(`${unstorable} ${UNSTORABLE_TEXT}`);
+  const unstorable = unstorableTextProblem(input, 'blueprint');
+  if (unstorable !== null) problems.push(unstorable);
   checkTags(input.tags, (problem) => problems.push(problem));
 
   const swimlaneIds = checkSwimlanes(input.swimlanes, at, problems);
