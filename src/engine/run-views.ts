@@ -5,7 +5,6 @@
 import type { DbOrTx } from '../storage/database.js';
 import { parseJson } from '../lib/json.js';
 import { findDiagram, loadBlueprintGraph } from '../modules/diagrams/diagram.repository.js';
-import { findRecord } from '../modules/records/record.repository.js';
 import { parseEngineState, nodeStateOf, type NodeState } from './engine-state.js';
 import { listStepRows } from './sql/step-rows.js';
 import { isTerminal } from './run-status.js';
@@ -41,11 +40,15 @@ export interface RunTimeline {
 
 /** The steps of a run in the workspace, in the order they started; null when there is no such run. */
 export async function runTimeline(db: DbOrTx, workspaceId: string, runId: string): Promise<RunTimeline | null> {
+  // The subject's record with the run: it may be gone (a deleted Patient leaves search).
   const run = await db
     .selectFrom('runs')
-    .select('subject_record_id')
-    .where('workspace_id', '=', workspaceId)
-    .where('id', '=', runId)
+    .leftJoin('records as subject', (join) =>
+      join.onRef('subject.id', '=', 'runs.subject_record_id').onRef('subject.workspace_id', '=', 'runs.workspace_id'),
+    )
+    .select(['runs.subject_record_id', 'subject.id as record_id', 'subject.resource_type', 'subject.ext_id', 'subject.name'])
+    .where('runs.workspace_id', '=', workspaceId)
+    .where('runs.id', '=', runId)
     .executeTakeFirst();
   if (!run) return null;
   const rows = await listStepRows(db, runId);
@@ -61,8 +64,8 @@ export async function runTimeline(db: DbOrTx, workspaceId: string, runId: string
     output: parseJson<unknown>(row.output, null),
     error: row.error,
   }));
-  const record = run.subject_record_id === null ? undefined : await findRecord(db, workspaceId, run.subject_record_id);
-  const subject = record ? { recordId: record.id, resourceType: record.resource_type, extId: record.ext_id, name: record.name } : null;
+  const subject =
+    run.record_id !== null ? { recordId: run.record_id, resourceType: run.resource_type!, extId: run.ext_id!, name: run.name! } : null;
   return { subjectRecordId: run.subject_record_id, subject, steps };
 }
 

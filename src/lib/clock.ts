@@ -8,6 +8,13 @@ export interface Clock {
 
 export const systemClock: Clock = { now: () => new Date() };
 
+/**
+ * 9999-12-31T23:59:59.999Z, the last instant ISO 8601 writes with a four-digit year. A later one
+ * is written `+010000-…`, which sorts before every other stored time: times that are stored and
+ * compared as text (schedule ticks, `since` filters) must not pass it.
+ */
+export const LAST_ISO_INSTANT_MS = Date.UTC(9999, 11, 31, 23, 59, 59, 999);
+
 export function iso(date: Date): string {
   return date.toISOString();
 }

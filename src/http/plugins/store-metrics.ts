@@ -66,10 +66,15 @@ async function readStoreWork(db: Db, at: Date): Promise<StoreWork> {
     deliveriesWaiting: Number(deliveries.waiting),
     deliveriesFailed: Number(deliveries.failed),
     runsDue: Number(runs.due),
-    oldestDueSeconds: runs.oldest ? Math.max(0, (at.getTime() - Date.parse(runs.oldest)) / 1000) : 0,
+    oldestDueSeconds: secondsSince(runs.oldest, at),
     tagChangesUnfolded: Number(log.rows[0]?.n ?? 0),
-    overdueTickSeconds: ticks.oldest ? Math.max(0, (at.getTime() - Date.parse(ticks.oldest)) / 1000) : 0,
+    overdueTickSeconds: secondsSince(ticks.oldest, at),
   };
+}
+
+/** Seconds from a stored time to `at` (0 for none, or one still ahead). */
+function secondsSince(time: string | null | undefined, at: Date): number {
+  return time ? Math.max(0, (at.getTime() - Date.parse(time)) / 1000) : 0;
 }
 
 export function registerStoreGauges(registry: Registry, db: Db, clock: Clock): void {

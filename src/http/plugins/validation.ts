@@ -2,6 +2,7 @@ import Ajv from 'ajv';
 import addFormats from 'ajv-formats';
 import type { FastifyInstance } from 'fastify';
 import { ApiError } from '../../lib/errors.js';
+import { LAST_ISO_INSTANT_MS } from '../../lib/clock.js';
 import type { DataValidationCxt } from 'ajv/dist/types/index.js';
 
 /**
@@ -23,9 +24,6 @@ function lowerCaseKeyword(on: boolean, data: unknown, _schema?: unknown, context
  * errors, nothing removed), while query strings and path parameters, which arrive as text, are
  * coerced to the types their schemas declare (`limit=10` → 10).
  */
-/** 9999-12-31T23:59:59.999Z: the last instant ISO 8601 writes with a four-digit year. */
-const LAST_INSTANT_MS = Date.UTC(9999, 11, 31, 23, 59, 59, 999);
-
 export function useStrictValidation(app: FastifyInstance): void {
   const common = { allErrors: false, strict: false, useDefaults: true, removeAdditional: false as const };
   const bodyAjv = addFormats.default(new Ajv.default({ ...common, coerceTypes: false }));
@@ -38,7 +36,7 @@ export function useStrictValidation(app: FastifyInstance): void {
     const dateTime = ajv.formats['date-time'] as { validate: (text: string) => boolean };
     ajv.addFormat('date-time', {
       type: 'string',
-      validate: (text: string) => dateTime.validate(text) && Date.parse(text) <= LAST_INSTANT_MS,
+      validate: (text: string) => dateTime.validate(text) && Date.parse(text) <= LAST_ISO_INSTANT_MS,
     });
     ajv.addKeyword({ keyword: 'x-examples' });
     ajv.addKeyword({ keyword: 'x-lowercase', type: 'string', schemaType: 'boolean', modifying: true, validate: lowerCaseKeyword });

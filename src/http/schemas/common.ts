@@ -25,17 +25,17 @@ export const Nullable = <T extends TSchema>(schema: T) => Type.Union([schema, Ty
 export const IdParams = (name: string) => Type.Object({ [name]: Uuid }, { additionalProperties: false });
 
 /**
- * The body of an action that takes no fields (run actions, evaluate): none at all is the usual
- * call, `{}` is the same, and any field is refused by name like every other unknown field.
- * Use with `noBodyIsEmpty` as the route's preValidation.
- */
-/**
  * Marks a route schema whose body may be left out (the route's preValidation fills it in): the
  * OpenAPI document then says `requestBody.required: false` (plugins/openapi-headers.ts), where
  * the generator would say true for every body schema.
  */
 export const BODY_OPTIONAL = 'x-body-optional';
 
+/**
+ * The body of an action that takes no fields (run actions, evaluate): none at all is the usual
+ * call, `{}` is the same, and any field is refused by name like every other unknown field.
+ * Use with `noBodyIsEmpty` as the route's preValidation.
+ */
 export const EmptyBody = Type.Object({}, { additionalProperties: false, description: 'no fields; the body may be left out' });
 export async function noBodyIsEmpty(request: { body: unknown }): Promise<void> {
   if (request.body === undefined || request.body === null) request.body = {};

@@ -22,7 +22,8 @@
  */
 import { Cron } from 'croner';
 import { DateTime } from 'luxon';
-import { LAST_TICK_MS, averageStepMs, parseInterval, type DurationParts, type Schedule } from './schedule.js';
+import { LAST_ISO_INSTANT_MS } from '../../lib/clock.js';
+import { averageStepMs, parseInterval, type DurationParts, type Schedule } from './schedule.js';
 
 const MINUTE_MS = 60_000;
 /** How far back to look for a cron fire time before deciding there is none (no startAt). */
@@ -30,11 +31,12 @@ const CRON_LOOKBACK_MS = 400 * 365 * 86_400_000;
 
 /**
  * The trigger's next run strictly after `after`, or null when its series has ended: past
- * LAST_TICK_MS, or a cron expression with no fire time left (croner looks up to the year 3000).
+ * the year 9999 (a later tick, stored as text, sorted before every time and was due for ever:
+ * lib/clock.ts), or a cron expression with no fire time left (croner looks up to the year 3000).
  */
 export function nextRunAfter(schedule: Schedule, anchor: Date, after: Date): Date | null {
   const next = nextTickOrNull(schedule, anchor, after);
-  return next !== null && next.getTime() <= LAST_TICK_MS ? next : null;
+  return next !== null && next.getTime() <= LAST_ISO_INSTANT_MS ? next : null;
 }
 
 /** The first tick strictly after `after`. */

@@ -8,6 +8,7 @@
 import { Cron } from 'croner';
 import { DateTime, IANAZone } from 'luxon';
 import { invalidRequest } from '../../lib/errors.js';
+import { LAST_ISO_INSTANT_MS } from '../../lib/clock.js';
 
 /** A validated schedule as stored and answered. `startAt` is ISO 8601 UTC with milliseconds. */
 export interface Schedule {
@@ -50,13 +51,6 @@ const DURATION =
   /^P(?:(\d+)Y)?(?:(\d+)M)?(?:(\d+)W)?(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+)S)?)?$/;
 const DATE_TIME_WITH_OFFSET =
   /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?(?:Z|[+-]\d{2}:\d{2})$/;
-/**
- * The last instant a tick may fall on. Ticks are stored as ISO 8601 text and compared as text;
- * a year past 9999 is written `+010000-…`, which sorts before every other time: such a tick was
- * due for ever, and ran every second. A `startAt` must lie between 1970 and this.
- */
-export const LAST_TICK_MS = Date.UTC(9999, 11, 31, 23, 59, 59, 999);
-
 const KNOWN_FIELDS = new Set(['interval', 'timezone', 'startAt']);
 
 const INTERVAL_HINT =
@@ -162,7 +156,8 @@ function parseStartAt(value: unknown): string {
   // Luxon rejects impossible dates (2026-02-30) that Date.parse would roll over.
   const parsed = DateTime.fromISO(value, { setZone: true });
   if (!parsed.isValid) throw invalidRequest(message);
-  if (parsed.toMillis() < 0 || parsed.toMillis() > LAST_TICK_MS) {
+  // Ticks are stored and compared as text: one past the year 9999 was due for ever (lib/clock.ts).
+  if (parsed.toMillis() < 0 || parsed.toMillis() > LAST_ISO_INSTANT_MS) {
     throw invalidRequest('body.schedule.startAt must fall between 1970-01-01 and 9999-12-31 (UTC)');
   }
   return parsed.toJSDate().toISOString();

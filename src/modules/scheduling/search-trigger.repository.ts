@@ -125,7 +125,7 @@ export async function loadTriggerForEvaluation(
  */
 export async function runsAboutRunsAmong(db: DbOrTx, recordIds: readonly string[]): Promise<Set<string>> {
   const found = new Set<string>();
-  for (const chunk of chunks([...recordIds], ID_CHUNK)) {
+  for (const chunk of chunks(recordIds, ID_CHUNK)) {
     const rows = await db
       .selectFrom('runs')
       .innerJoin('records as subject', 'subject.id', 'runs.subject_record_id')
