@@ -14,7 +14,7 @@ import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import { ExpressionCache } from '../lib/fhirpath.js';
 import { addMs } from '../lib/clock.js';
-import { loggableError } from '../lib/store-errors.js';
+import { loggableError, storeWaitMs } from '../lib/store-errors.js';
 import { GraphCache } from './graph-cache.js';
 import type { EngineServices } from './engine-services.js';
 import { loadClaimedRuns, type LoadedRun } from './run-loader.js';
@@ -23,7 +23,7 @@ import { setRunStatus } from './run-transitions.js';
 import { claimRuns, type ClaimedRunRow } from './sql/claim-runs.js';
 import { extendLeases } from './sql/extend-leases.js';
 import type { Lease } from './sql/lease.js';
-import { releaseRun } from './sql/release-run.js';
+import { clearFailures, releaseRun } from './sql/release-run.js';
 import { StepCommitter } from './step-committer.js';
 
 export interface WorkerOptions {
@@ -43,10 +43,31 @@ export interface WorkerOptions {
 interface HeldRun {
   lease: Lease;
   lost: boolean;
+  /** Unexpected failures in a row before this claim (`runs.failures`). */
+  failures: number;
 }
 
-/** A run that failed in an unexpected way is retried after this, not at once. */
+/**
+ * A run whose execution failed in a way no one expected (a bug its data brings out, a statement
+ * the store refuses) is retried after this, doubling with each failure in a row up to
+ * RETRY_AFTER_FAILURE_MAX_MS: tried every 5 minutes until a fix is deployed, not every 5 seconds
+ * for ever. It is never given up: what failed was the service, not the pathway
+ * (src/engine/README.md, "Guarantees"). A store that did not answer or had no room is waited
+ * for without counting (`storeWaitMs`): when it is back, every run goes on within seconds.
+ */
 const RETRY_AFTER_FAILURE_MS = 5_000;
+const RETRY_AFTER_FAILURE_MAX_MS = 5 * 60_000;
+
+/**
+ * What follows a failed execution at `at` of a run that had failed `failuresBefore` times in a
+ * row: the failures in a row now, and when it is tried again.
+ */
+export function afterFailure(at: string, failuresBefore: number, error: unknown): { failures: number; retryAt: string } {
+  const storeWait = storeWaitMs(error);
+  if (storeWait !== null) return { failures: failuresBefore, retryAt: addMs(at, storeWait) };
+  const failures = failuresBefore + 1;
+  return { failures, retryAt: addMs(at, Math.min(RETRY_AFTER_FAILURE_MS * 2 ** (failures - 1), RETRY_AFTER_FAILURE_MAX_MS)) };
+}
 
 export class RunWorker {
   readonly id: string;
@@ -212,7 +233,7 @@ export class RunWorker {
       limit,
     });
     if (rows.length === 0) return [];
-    for (const row of rows) this.held.set(row.id, { lease: { runId: row.id, owner: this.id, fence: row.lease_fence }, lost: false });
+    for (const row of rows) this.held.set(row.id, { lease: { runId: row.id, owner: this.id, fence: row.lease_fence }, lost: false, failures: row.failures });
     this.ensureHeartbeat();
     let loaded: LoadedRun[];
     try {
@@ -253,6 +274,7 @@ export class RunWorker {
         },
       );
       await execution.execute();
+      if (held.failures > 0) await clearFailures(this.services.db, held.lease);
     } catch (error) {
       await this.letGoAfterFailure(loaded.row.id, error);
     } finally {
@@ -278,13 +300,20 @@ export class RunWorker {
     if (!moved) await releaseRun(this.services.db, lease, { availableAt: at });
   }
 
-  /** An unexpected failure (a store error, a bug): log it, and let the run be retried later. */
+  /**
+   * An unexpected failure (a store error, a bug): log it, count it on the run, and let the run be
+   * retried later, the later the more failures in a row.
+   */
   private async letGoAfterFailure(runId: string, error: unknown): Promise<void> {
-    this.services.logger.error({ err: loggableError(error, { frames: true }), runId, workerId: this.id }, 'executing a run failed; it will be retried');
     const held = this.held.get(runId);
+    const before = held?.failures ?? 0;
+    const { failures, retryAt } = afterFailure(this.services.clock.now().toISOString(), before, error);
+    this.services.logger.error(
+      { err: loggableError(error, { frames: true }), runId, workerId: this.id, failures, retryAt },
+      'executing a run failed; it will be retried',
+    );
     if (!held || held.lost) return;
-    const retryAt = addMs(this.services.clock.now().toISOString(), RETRY_AFTER_FAILURE_MS);
-    await releaseRun(this.services.db, held.lease, { availableAt: retryAt }).catch(() => undefined);
+    await releaseRun(this.services.db, held.lease, { availableAt: retryAt, failed: failures > before }).catch(() => undefined);
   }
 
   private ensureHeartbeat(): void {

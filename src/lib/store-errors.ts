@@ -39,6 +39,17 @@ export function isTransientStoreError(error: unknown): boolean {
   return TRANSIENT_MESSAGES.some((pattern) => pattern.test(error.message));
 }
 
+/**
+ * How long work that met a failure of the store itself (no room to write, or no answer) waits
+ * before it tries again, without counting the try against the work: the store will be back, and
+ * the work was not at fault. Null when the failure is the work's own (a constraint, a bug).
+ */
+export function storeWaitMs(error: unknown): number | null {
+  if (isStoreFullError(error)) return 30_000;
+  if (isTransientStoreError(error)) return 5_000;
+  return null;
+}
+
 /** Stack frames kept in a log line (V8 records 10 by default): where it failed, not a wall of text. */
 const MAX_FRAMES = 10;
 

@@ -111,6 +111,8 @@ export interface RunTable {
   wake_seq: Generated<number>;
   /** Engine: JSON of the run's progress through its graph, null before its first claim. */
   engine_state: string | null;
+  /** Engine (0009): unexpected failures in a row since the run last executed cleanly. */
+  failures: Generated<number>;
 }
 
 /** The first use of an idempotency key in a workspace, and the run it made (DESIGN §4). */

@@ -32,6 +32,8 @@ export interface ClaimedRunRow {
   source_id: string;
   source_version: number;
   engine_state: string | null;
+  /** Unexpected failures in a row so far (0 for a run that executed cleanly last time). */
+  failures: number;
 }
 
 export async function claimRuns(
@@ -50,5 +52,5 @@ const claimText = (lock: string) => `update runs set lease_owner = ?, lease_fenc
     order by available_at
     limit ?${lock}
   )
-  returning id, workspace_id, trigger_id, automation_status, lease_fence, wake_seq, payload, subject_record_id, source_id, source_version, engine_state`;
-const CLAIM: HotStatement = { name: 'carepath_claim_runs_v1', sqlite: claimText(''), postgres: numbered(claimText(' for update skip locked')) };
+  returning id, workspace_id, trigger_id, automation_status, lease_fence, wake_seq, payload, subject_record_id, source_id, source_version, engine_state, failures`;
+const CLAIM: HotStatement = { name: 'carepath_claim_runs_v2', sqlite: claimText(''), postgres: numbered(claimText(' for update skip locked')) };

@@ -1,14 +1,15 @@
 /**
  * The work waiting in the store, as gauges on `/metrics`, read when Prometheus scrapes: is the
  * service keeping up? Deliveries not yet processed and those that failed, runs due that no worker
- * holds (and how long the oldest has waited), how late the most overdue schedule tick is (a
- * deployment of `api` processes only runs no scheduler), and the search change log not yet folded.
+ * holds (and how long the oldest has waited), runs being retried after failing unexpectedly, how
+ * late the most overdue schedule tick is (a deployment of `api` processes only runs no
+ * scheduler), and the search change log not yet folded.
  *
  * They describe the store, not the process: every process sharing a PostgreSQL database reports
  * the same figures. Each read walks an index that holds only the work in question (the claim
- * indexes of runs and deliveries), never a table's history; the change log is counted up to
- * LOG_COUNT_CAP rows. If the store does not answer, the gauges are left out of that scrape
- * rather than failing it (the HTTP and process metrics still matter then).
+ * indexes of runs and deliveries, the index of failing runs), never a table's history; the
+ * change log is counted up to LOG_COUNT_CAP rows. If the store does not answer, the gauges are
+ * left out of that scrape rather than failing it (the HTTP and process metrics still matter then).
  *
  * On PostgreSQL one gauge is of the process: `carepath_clock_ahead_seconds`, this machine's clock
  * against the database's (storage/clock-skew.ts).
@@ -32,6 +33,8 @@ interface StoreWork {
   runsDue: number;
   /** How long the oldest due run has waited, at the time of the read (0 when none is due). */
   oldestDueSeconds: number;
+  /** Runs whose execution failed unexpectedly last time, waiting to be tried again. */
+  runsFailing: number;
   tagChangesUnfolded: number;
   /** How late the most overdue schedule tick is (0 when none is due): no scheduler runs if it grows. */
   overdueTickSeconds: number;
@@ -54,6 +57,13 @@ async function readStoreWork(db: Db, at: Date): Promise<StoreWork> {
     .where(sql<boolean>`automation_status in ('scheduled', 'running')`)
     .where('available_at', '<=', now)
     .executeTakeFirstOrThrow();
+  const failing = await db
+    .selectFrom('runs')
+    .select((eb) => eb.fn.countAll<number>().as('n'))
+    // A literal predicate, so the planner uses the partial index runs_failing (only those runs).
+    .where(sql<boolean>`failures > 0`)
+    .where('automation_status', 'in', ['scheduled', 'running'])
+    .executeTakeFirstOrThrow();
   const ticks = await db
     .selectFrom('triggers')
     .select((eb) => eb.fn.min('next_run_at').as('oldest'))
@@ -67,6 +77,7 @@ async function readStoreWork(db: Db, at: Date): Promise<StoreWork> {
     deliveriesFailed: Number(deliveries.failed),
     runsDue: Number(runs.due),
     oldestDueSeconds: secondsSince(runs.oldest, at),
+    runsFailing: Number(failing.n),
     tagChangesUnfolded: Number(log.rows[0]?.n ?? 0),
     overdueTickSeconds: secondsSince(ticks.oldest, at),
   };
@@ -100,6 +111,11 @@ export function registerStoreGauges(registry: Registry, db: Db, clock: Clock): v
   gauge('carepath_deliveries_failed', 'Deliveries whose processing failed for good', (w) => w.deliveriesFailed);
   gauge('carepath_runs_due', 'Runs due (scheduled, or running with a timer due or a lease run out) that no worker holds', (w) => w.runsDue);
   gauge('carepath_runs_due_oldest_seconds', 'How long the oldest due run has waited for a worker, in seconds (0 when none)', (w) => w.oldestDueSeconds);
+  gauge(
+    'carepath_runs_failing',
+    'Runs whose execution failed unexpectedly (a store error, a bug) and that wait to be tried again, later after each failure in a row; the log says why',
+    (w) => w.runsFailing,
+  );
   gauge(
     'carepath_schedule_tick_overdue_seconds',
     'How late the most overdue search-trigger tick is, in seconds (0 when none is due; a scheduler looks every second, so a growing value means none runs)',

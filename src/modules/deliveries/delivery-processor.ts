@@ -30,7 +30,7 @@ import {
 import { parsedHandoffFor, type IntakeClaimant, type ParsedHandoff } from './parsed-handoff.js';
 import { deliverWakes, sweepPendingWakes } from './event-wake.js';
 import type { DeliveryReader } from './delivery-reader.js';
-import { isStoreFullError, isTransientStoreError, loggableError } from '../../lib/store-errors.js';
+import { isStoreFullError, loggableError, storeWaitMs } from '../../lib/store-errors.js';
 
 export interface DeliveryProcessorDeps extends WorkerBasics {
   /** Reads stored bodies that were not handed over in memory (delivery-reader.ts). */
@@ -94,9 +94,9 @@ const retryDelayMs = (attempts: number): number => Math.min(60_000, 1000 * 2 ** 
  * night. How long it waits, and what the delivery shows meanwhile.
  */
 function storeProblemOf(error: unknown): { waitMs: number; message: string } | null {
-  if (isStoreFullError(error)) return { waitMs: 30_000, message: 'waiting for the database: it has no room to write' };
-  if (isTransientStoreError(error)) return { waitMs: 5_000, message: 'waiting for the database: it did not answer' };
-  return null;
+  const waitMs = storeWaitMs(error);
+  if (waitMs === null) return null;
+  return { waitMs, message: `waiting for the database: ${isStoreFullError(error) ? 'it has no room to write' : 'it did not answer'}` };
 }
 
 function describeFailure(error: unknown): string {

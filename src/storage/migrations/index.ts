@@ -11,6 +11,7 @@ import * as m0005 from './0005_tag_log_lookups.js';
 import * as m0006 from './0006_deliveries_claim_by_lease.js';
 import * as m0007 from './0007_workspace_secrets.js';
 import * as m0008 from './0008_deliveries_signed_once.js';
+import * as m0009 from './0009_run_execution_failures.js';
 
 export const migrations: Record<string, Migration> = {
   '0001_core': m0001,
@@ -21,4 +22,5 @@ export const migrations: Record<string, Migration> = {
   '0006_deliveries_claim_by_lease': m0006,
   '0007_workspace_secrets': m0007,
   '0008_deliveries_signed_once': m0008,
+  '0009_run_execution_failures': m0009,
 };
