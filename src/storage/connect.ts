@@ -9,6 +9,7 @@ import { SchemaScopedPostgresDialect } from './schema-scoped-dialect.js';
 import { FALLBACK_AUTOCHECKPOINT_PAGES, startCheckpointer } from './sqlite-checkpointer.js';
 import { ImmediateSqliteDialect } from './immediate-sqlite-dialect.js';
 import { POSTGRES_CONNECTION_DEFAULTS } from './postgres-defaults.js';
+import { foldCase, SQLITE_FOLD_CASE } from '../lib/like.js';
 
 export type Dialect = 'sqlite' | 'postgres';
 
@@ -102,6 +103,9 @@ function openSqlite(file: string): Store {
   connection.pragma('synchronous = NORMAL');
   connection.pragma('busy_timeout = 5000');
   connection.pragma('temp_store = memory');
+  // SQLite's lower() lowers ASCII letters only: a name search for "Émile" found nothing
+  // (lib/like.ts). This one folds every letter Unicode has a lower case for.
+  connection.function(SQLITE_FOLD_CASE, { deterministic: true }, (value: unknown) => (typeof value === 'string' ? foldCase(value) : value) as string);
   const db = new Kysely<Database>({ dialect: new ImmediateSqliteDialect({ database: withStatementCache(connection) }) });
   sqliteConnections.set(db, connection);
   if (file === ':memory:') return { db, dialect: 'sqlite', close: () => db.destroy() };

@@ -50,12 +50,17 @@ describeEachStore('diagrams', (env) => {
     expect(contradictory.json().error).toContain('sourceId');
   });
 
-  it('searches names in any case, with % and _ taken literally', async () => {
+  it('searches names in any case (of any script), with % and _ taken literally', async () => {
     const ws = await env.workspace();
     const copd = await ws.importBlueprint(simpleBlueprint('COPD exacerbation'));
     await ws.importBlueprint(simpleBlueprint('Heart failure'));
     const odd = await ws.importBlueprint(simpleBlueprint('Week_1 100% plan'));
+    const accented = await ws.importBlueprint(simpleBlueprint('Évaluation Übersicht ΔΙΑΒΉΤΗΣ'));
     expect(ids(await ws.call('GET', '/v1/diagrams?q=copd'))).toEqual([copd.id]);
+    // SQLite's own lower() knows ASCII only: these found nothing there.
+    for (const words of ['Évaluation', 'évaluation', 'ÜBERSICHT', 'διαβήτης']) {
+      expect(ids(await ws.call('GET', `/v1/diagrams?q=${encodeURIComponent(words)}`)), words).toEqual([accented.id]);
+    }
     expect(ids(await ws.call('GET', `/v1/diagrams?q=${encodeURIComponent('_1 100%')}`))).toEqual([odd.id]);
     expect(ids(await ws.call('GET', '/v1/diagrams?q=nothing-like-this'))).toEqual([]);
   });

@@ -87,6 +87,13 @@ describeEachStore('saved queries', (env) => {
     const second = await ws.call('GET', `/v1/queries?limit=2&cursor=${first.json().nextCursor}`);
     expect(second.json().data.map((q: { queryId: string }) => q.queryId)).toEqual([a.queryId]);
     expect(second.json().nextCursor).toBeNull();
+
+    // Any script, not ASCII only (SQLite's own lower() lowers ASCII letters alone).
+    const accented = await createQuery(ws, { name: 'Émile Ärzte', resourceType: 'Patient' });
+    for (const words of ['Émile', 'émile', 'ÄRZTE']) {
+      const found = await ws.call('GET', `/v1/queries?q=${encodeURIComponent(words)}`);
+      expect(found.json().data.map((q: { queryId: string }) => q.queryId), words).toEqual([accented.queryId]);
+    }
   });
 
   it('updates only the fields sent; an empty filter list clears the filters', async () => {

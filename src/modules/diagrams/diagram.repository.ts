@@ -170,7 +170,7 @@ export async function listDiagrams(db: DbOrTx, workspaceId: string, query: Diagr
   if (query.type === 'instance') {
     let select = db.selectFrom('runs').select(INSTANCE_COLUMNS).where('workspace_id', '=', workspaceId);
     if (query.sourceId) select = select.where('source_id', '=', query.sourceId);
-    if (query.q) select = select.where(nameContains('name', query.q));
+    if (query.q) select = select.where(nameContains('name', query.q, dialectOfDb(db)));
     return newestFirstPage(select, query, toDiagramSummary);
   }
   let select = db
@@ -180,6 +180,6 @@ export async function listDiagrams(db: DbOrTx, workspaceId: string, query: Diagr
     .where('type', '=', 'blueprint');
   // Blueprints are copied from nothing: a sourceId filter matches none of them.
   if (query.sourceId) select = select.where('source_id', '=', query.sourceId);
-  if (query.q) select = select.where(nameContains('name', query.q));
+  if (query.q) select = select.where(nameContains('name', query.q, dialectOfDb(db)));
   return newestFirstPage(select, query, toDiagramSummary);
 }

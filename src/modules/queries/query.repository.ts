@@ -69,7 +69,7 @@ export interface QueryListQuery {
 /** Newest first, keyset-paged on the time-ordered id (stable while rows are inserted). */
 export async function listQueries(db: DbOrTx, workspaceId: string, query: QueryListQuery): Promise<Page<QueryView>> {
   let select = db.selectFrom('queries').selectAll().where('workspace_id', '=', workspaceId);
-  if (query.q) select = select.where(nameContains('name', query.q));
+  if (query.q) select = select.where(nameContains('name', query.q, dialectOfDb(db)));
   if (query.resourceType) select = select.where('resource_type', '=', query.resourceType);
   return newestFirstPage(select, query, toQueryView);
 }
