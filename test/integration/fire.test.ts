@@ -39,6 +39,43 @@ describeEachStore('firing a web trigger', (env) => {
     expect(audit.json().data).toHaveLength(1);
   });
 
+  it('answers a retry with the original run after its trigger was deactivated or deleted; a new request is refused', async () => {
+    // A client whose first answer was lost (a timeout) retries with its key: told trigger_inactive
+    // or not_found, it would conclude that no run exists, while one does.
+    const ws = await env.workspace();
+    const { trigger } = await webTrigger(ws, { autoStart: false });
+    const url = `/v1/triggers/${trigger.triggerId}`;
+    const fireWith = (key: string | null, payload: unknown) =>
+      ws.call('POST', url, { body: { payload }, headers: key === null ? {} : { 'idempotency-key': key } });
+    const first = await fireWith('late-retry', { v: 1 });
+    expect(first.statusCode).toBe(201);
+    const runId = first.json().runId;
+
+    expect((await ws.call('PATCH', url, { body: { active: false } })).statusCode).toBe(200);
+    const retried = await fireWith('late-retry', { v: 1 });
+    expect(retried.statusCode).toBe(200);
+    expect(retried.headers['idempotent-replayed']).toBe('true');
+    expect(retried.json()).toMatchObject({ runId, triggerId: trigger.triggerId, automationStatus: 'queued', idempotencyKey: 'late-retry' });
+    expect((await fireWith('late-retry', { v: 2 })).json().code).toBe('idempotency_mismatch');
+    for (const key of ['a-new-key', null]) {
+      const refused = await fireWith(key, { v: 1 });
+      expect(refused.statusCode).toBe(409);
+      expect(refused.json()).toMatchObject({ code: 'trigger_inactive', requestId: expect.any(String) });
+    }
+
+    expect((await ws.call('DELETE', url)).statusCode).toBe(204);
+    const afterDelete = await fireWith('late-retry', { v: 1 });
+    expect(afterDelete.statusCode).toBe(200);
+    expect(afterDelete.json().runId).toBe(runId);
+    expect((await fireWith('another-new-key', { v: 1 })).statusCode).toBe(404);
+    // Another workspace's key of the same name replays nothing of this one.
+    const other = await env.workspace();
+    const foreign = await other.call('POST', url, { body: { payload: { v: 1 } }, headers: { 'idempotency-key': 'late-retry' } });
+    expect(foreign.statusCode).toBe(404);
+    const runs = await env.db.selectFrom('runs').select('id').where('trigger_id', '=', trigger.triggerId).execute();
+    expect(runs.map((run) => run.id)).toEqual([runId]);
+  });
+
   it('answers 409 idempotency_mismatch to the same key and payload with another autoStart; one run for the key', async () => {
     // autoStart shapes the run (scheduled or queued), so it is part of what the key stands for:
     // answering the first, scheduled run to a request for a queued one would start work the

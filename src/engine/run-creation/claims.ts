@@ -24,13 +24,20 @@ export async function readStandingClaims(
 ): Promise<CreateOutcome[]> {
   for (let i = 0; i < runs.length; i++) {
     if (outcomes[i]) continue;
-    const row = await db
-      .selectFrom('idempotency_keys')
-      .select(['run_id', 'fingerprint', 'trigger_id'])
-      .where('workspace_id', '=', runs[i].ctx.workspaceId)
-      .where('key', '=', runs[i].claim!.key)
-      .executeTakeFirstOrThrow();
-    outcomes[i] = { kind: 'claimed-before', runId: row.run_id, fingerprint: row.fingerprint, triggerId: row.trigger_id };
+    const claim = await findClaim(db, runs[i].ctx.workspaceId, runs[i].claim!.key);
+    if (!claim) throw new Error('an idempotency key claimed in this batch has no claim');
+    outcomes[i] = claim;
   }
   return outcomes as CreateOutcome[];
+}
+
+/** The run an idempotency key of this workspace made, and the fingerprint of its request. */
+export async function findClaim(db: DbOrTx, workspaceId: string, key: string): Promise<Extract<CreateOutcome, { kind: 'claimed-before' }> | undefined> {
+  const row = await db
+    .selectFrom('idempotency_keys')
+    .select(['run_id', 'fingerprint', 'trigger_id'])
+    .where('workspace_id', '=', workspaceId)
+    .where('key', '=', key)
+    .executeTakeFirst();
+  return row && { kind: 'claimed-before', runId: row.run_id, fingerprint: row.fingerprint, triggerId: row.trigger_id };
 }

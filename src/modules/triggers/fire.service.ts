@@ -11,7 +11,8 @@ import type { RunCreator } from '../../engine/run-creator.js';
 import { findRun } from '../runs/run.repository.js';
 import type { RunView } from '../runs/run.view.js';
 import { findRecordByExtId } from '../records/record.repository.js';
-import type { TriggerForFireResolver } from './trigger.repository.js';
+import type { TriggerForFire, TriggerForFireResolver } from './trigger.repository.js';
+import { findClaim } from '../../engine/run-creation/claims.js';
 import { subjectReference } from './subject-reference.js';
 
 const IDEMPOTENCY_KEY = /^[\x20-\x7e]{1,255}$/;
@@ -50,14 +51,15 @@ export async function fireTrigger(
   const key = input.headerKey ?? input.bodyKey;
   requireValidIdempotencyKey(key);
 
-  const trigger = await deps.triggers.find(ctx.workspaceId, triggerId);
-  if (!trigger) throw notFound('trigger');
-  if (trigger.type !== 'web') {
-    throw new ApiError('trigger_not_web', `only web triggers can be fired; this one is a ${trigger.type} trigger`);
-  }
-  if (trigger.active !== 1) throw new ApiError('trigger_inactive', 'this trigger is inactive; activate it to fire it');
-  if (trigger.blueprint_name == null || trigger.blueprint_version == null) {
-    throw notFound('blueprint of this trigger');
+  const found = await deps.triggers.find(ctx.workspaceId, triggerId);
+  const trigger = found ? fireable(found) : notFound('trigger');
+  if (trigger instanceof ApiError) {
+    // The retry of a request that made its run before the trigger was deactivated or deleted
+    // answers that run: same key, same body, the original run (interface spec "Fire", rule 2).
+    // A client whose first answer was lost in a timeout must not be told no run exists.
+    const claim = key === undefined ? undefined : await findClaim(deps.db, ctx.workspaceId, key);
+    if (claim) return replay(deps.db, ctx, claim, fireFingerprint(triggerId, input));
+    throw trigger;
   }
 
   const extId = subjectReference(input.payload);
@@ -96,13 +98,26 @@ export async function fireTrigger(
       },
     };
   }
-  if (outcome.fingerprint !== fingerprint) {
+  return replay(deps.db, ctx, outcome, fingerprint);
+}
+
+/** The trigger, if a fire may start a run from it; else the refusal (the caller throws it). */
+function fireable(trigger: TriggerForFire): (TriggerForFire & { blueprint_name: string; blueprint_version: number }) | ApiError {
+  if (trigger.type !== 'web') return new ApiError('trigger_not_web', `only web triggers can be fired; this one is a ${trigger.type} trigger`);
+  if (trigger.active !== 1) return new ApiError('trigger_inactive', 'this trigger is inactive; activate it to fire it');
+  if (trigger.blueprint_name == null || trigger.blueprint_version == null) return notFound('blueprint of this trigger');
+  return trigger as TriggerForFire & { blueprint_name: string; blueprint_version: number };
+}
+
+/** The run an earlier request with this key made, if its fingerprint is this request's. */
+async function replay(db: Db, ctx: RequestContext, claim: { runId: string; fingerprint: string | null }, fingerprint: string | null): Promise<FireResult> {
+  if (claim.fingerprint !== fingerprint) {
     throw new ApiError(
       'idempotency_mismatch',
       'this Idempotency-Key was used with a different request; use a new key for a new request',
     );
   }
-  const run = await findRun(deps.db, ctx.workspaceId, outcome.runId);
+  const run = await findRun(db, ctx.workspaceId, claim.runId);
   if (!run) throw new ApiError('internal', 'the run of this request is missing');
   return { replayed: true, run };
 }
