@@ -14,7 +14,7 @@ import type { ExpressionCache } from '../lib/fhirpath.js';
 import { uuidv7 } from '../lib/ids.js';
 import type { RunStepTable } from '../storage/database.js';
 import { AUTOMATIONS } from './automations/index.js';
-import { LeaseLost, ReplanNeeded, StepFailure, type LocalOutcome, type StepRequest } from './automations/automation.js';
+import { CallAbandoned, ReplanNeeded, StepFailure, type LocalOutcome, type StepRequest } from './automations/automation.js';
 import { hasEventWaits, type EngineState, type OpenStep, type RunEnd } from './engine-state.js';
 import type { EngineServices } from './engine-services.js';
 import { beginStep, finishStep, plan, planAfterStep, type Move, type ReceivedEvent, type StepResult } from './executor.js';
@@ -163,14 +163,18 @@ export class RunExecution {
       expressions: this.expressions,
       now,
       stepKey: `${this.run.id}:${nodeId}:${automation.id}`,
-      stillHeld: () => this.stillHeld(),
+      mayTryAgain: () => this.mayTryAgain(),
     };
   }
 
-  /** Whether the store still shows this run leased to us at our fence (and the heartbeat agrees). */
-  private async stillHeld(): Promise<boolean> {
+  /**
+   * Whether the store still shows this run leased to us at our fence (and the heartbeat agrees),
+   * and running: neither paused nor canceled since the call began.
+   */
+  private async mayTryAgain(): Promise<boolean> {
     if (this.control.lost()) return false;
-    return this.isOurs(await readRunLease(this.services.db, this.run.id));
+    const row = await readRunLease(this.services.db, this.run.id);
+    return this.isOurs(row) && row.automation_status === 'running';
   }
 
   /** A run row read back: still leased to this execution, at its fence. */
@@ -238,8 +242,13 @@ export class RunExecution {
     try {
       result = await call(request, this.services);
     } catch (error) {
-      // Taken over mid-call: the new holder owns the step now; write nothing, send nothing more.
-      if (error instanceof LeaseLost) return 'done';
+      if (error instanceof CallAbandoned) {
+        // Taken over mid-call (the new holder owns the step now), or paused or canceled before a
+        // next try: write nothing, send nothing more. The run is let go at once (a no-op unless
+        // still ours), so that a resume redoes the call instead of waiting out this lease.
+        await releaseRun(this.services.db, this.lease, { availableAt: this.nowIso() });
+        return 'done';
+      }
       result = failureOutcome(error, request).result;
     }
     const finishedAt = this.nowIso();

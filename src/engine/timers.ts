@@ -9,16 +9,23 @@
  */
 import { DateTime, Duration } from 'luxon';
 import type { WaitWith } from '../modules/blueprints/blueprint.js';
+import { LAST_ISO_INSTANT_MS } from '../lib/clock.js';
 
 export class TimerSettingError extends Error {}
 
-/** `now` plus an ISO 8601 duration, calendar-aware in UTC (P1M is a calendar month). */
+/**
+ * `now` plus an ISO 8601 duration, calendar-aware in UTC (P1M is a calendar month). A deadline
+ * past the last instant ISO 8601 writes with four digits is that instant: `+010026-…` sorts
+ * before every other stored time, and a wait of P8000Y ended at once (an engine review).
+ */
 export function afterDuration(now: Date, duration: string): string {
   const parsed = Duration.fromISO(duration);
   if (!parsed.isValid || parsed.toMillis() <= 0) {
     throw new TimerSettingError(`"${duration}" is not an ISO 8601 duration longer than zero`);
   }
-  return DateTime.fromJSDate(now, { zone: 'utc' }).plus(parsed).toJSDate().toISOString();
+  const due = DateTime.fromJSDate(now, { zone: 'utc' }).plus(parsed);
+  // Invalid: past what a date can hold at all (P999999999Y).
+  return new Date(!due.isValid || due.toMillis() > LAST_ISO_INSTANT_MS ? LAST_ISO_INSTANT_MS : due.toMillis()).toISOString();
 }
 
 /**

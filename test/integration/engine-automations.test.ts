@@ -96,6 +96,11 @@ describeEachStore('engine: automations', (env) => {
     expect(wait.outcome).toBeNull();
     const due = await env.db.selectFrom('runs').select('available_at').where('id', '=', runId).executeTakeFirstOrThrow();
     expect(Date.parse(due.available_at) - Date.parse(wait.startedAt)).toBe(2 * 3600_000);
+    // A deadline past the year 9999 waits until its last instant (it ended at once before).
+    const ages = await fire(ws, triggerId, { code: 'hba1c', delay: 'P8000Y', subject: { reference: 'Patient/p-filled' } });
+    await testWorker(env).drain();
+    expect((await getRun(ws, ages)).automationStatus).toBe('running');
+    expect((await env.db.selectFrom('runs').select('available_at').where('id', '=', ages).executeTakeFirstOrThrow()).available_at).toBe('9999-12-31T23:59:59.999Z');
 
     // Filled with something the rule refuses: the run errors at that node, saying which rule.
     const bad = await fire(ws, triggerId, { code: 'Not A Slug', delay: 'PT2H', subject: { reference: 'Patient/p-filled' } });
@@ -321,7 +326,7 @@ describeEachStore('engine: automations', (env) => {
         expressions: new ExpressionCache(),
         now: new Date(),
         stepKey: `${runId}:spawn:go`,
-        stillHeld: async () => true,
+        mayTryAgain: async () => true,
       },
       engineServices(env.container),
     );
@@ -463,7 +468,7 @@ describeEachStore('engine: waits', (env) => {
     const request = {
       run: { id: runId, workspaceId: ws.workspaceId, triggerId, payload: null, subject: null },
       nodeId: 'wait', automation, context: { payload: null, subject: null, steps: {}, vars: {} },
-      expressions: new ExpressionCache(), now: clock.now(), stepKey: `${runId}:wait:visit`, stillHeld: async () => true,
+      expressions: new ExpressionCache(), now: clock.now(), stepKey: `${runId}:wait:visit`, mayTryAgain: async () => true,
     };
     const timeout = waitForEventAutomation.wake(request, { stepId: 'x', automationId: 'visit', attempt: 1, startedAt: at, dueAt: at, event: 'Encounter.finished' }, 'timeout');
     expect(timeout.alone).toBe(true);

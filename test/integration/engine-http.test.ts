@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { describeEachStore } from '../helpers/test-env.js';
 import { chain, FAST_RETRIES, fire, getRun, getSteps, patient, testWorker, webTriggerFor } from '../helpers/engine-harness.js';
 import { LedgerServer } from '../helpers/ledger-server.js';
@@ -127,6 +127,61 @@ describeEachStore('engine: http automation', (env) => {
     });
     expect((await getRun(ws, missingRun)).error).toEqual({ nodeId: 'call', message: `http DELETE ${ledger.url('/missing')} answered 404` });
     expect((await getSteps(ws, downRun))[0]).toMatchObject({ outcome: 'failed', output: { status: 500, body: { secret: 'not logged' } } });
+  });
+
+  describe('a run canceled or paused while its call waits to try again', () => {
+    /** 503 with Retry-After: 1 s, so the test can act between the first try and the second. */
+    const slowRetries = { backoff: { attempts: 4, baseMs: 5, maxMs: 2_000 } };
+    const firstTryOf = async (path: string, before: number) => {
+      for (let i = 0; i < 500 && !ledger.requests.slice(before).some((r) => r.path === path); i++) await new Promise((r) => setTimeout(r, 10));
+    };
+    const sentTo = (path: string, before: number) => ledger.requests.slice(before).filter((r) => r.path === path);
+
+    it('canceled: sends nothing more, and the step stays canceled', async () => {
+      // The retries went on after the cancel (4 tries over minutes with a slow partner) and the
+      // step was rewritten to "failed" once they ran out (an engine review).
+      const ws = await env.workspace();
+      ledger.on('/cancel-me', { status: 503, headers: { 'retry-after': '1' } });
+      const { triggerId } = await webTriggerFor(ws, chain('Cancel mid-call', [httpStep('c', { method: 'POST', url: ledger.url('/cancel-me'), body: {} })]));
+      const runId = await fire(ws, triggerId);
+      const before = ledger.requests.length;
+      const draining = testWorker(env, {}, slowRetries).drain();
+      await firstTryOf('/cancel-me', before);
+      expect((await ws.call('POST', `/v1/runs/${runId}/cancel`)).statusCode).toBe(200);
+      await draining;
+      expect(sentTo('/cancel-me', before)).toHaveLength(1);
+      expect(await getRun(ws, runId)).toMatchObject({ automationStatus: 'canceled', error: null });
+      expect((await getSteps(ws, runId)).map((s) => [s.automationId, s.outcome, s.error])).toEqual([['c', 'canceled', 'the run was canceled']]);
+      const row = await env.db.selectFrom('runs').select(['lease_owner']).where('id', '=', runId).executeTakeFirstOrThrow();
+      expect(row.lease_owner).toBeNull();
+    });
+
+    it('paused: sends nothing more until resumed, then makes the call again with the same key', async () => {
+      const ws = await env.workspace();
+      ledger.on('/pause-me', { status: 503, headers: { 'retry-after': '1' } });
+      const { triggerId } = await webTriggerFor(ws, chain('Pause mid-call', [httpStep('p', { method: 'POST', url: ledger.url('/pause-me'), body: {} })]));
+      const runId = await fire(ws, triggerId);
+      const before = ledger.requests.length;
+      const worker = testWorker(env, {}, slowRetries);
+      const draining = worker.drain();
+      await firstTryOf('/pause-me', before);
+      expect((await ws.call('POST', `/v1/runs/${runId}/pause`)).statusCode).toBe(200);
+      await draining;
+      expect(sentTo('/pause-me', before)).toHaveLength(1);
+      // Let go at once: a resume need not wait out the lease.
+      const row = await env.db.selectFrom('runs').select(['automation_status', 'lease_owner']).where('id', '=', runId).executeTakeFirstOrThrow();
+      expect(row).toEqual({ automation_status: 'paused', lease_owner: null });
+      expect(await worker.drain()).toBe(0);
+
+      ledger.on('/pause-me', { status: 200, body: { ok: true } });
+      expect((await ws.call('POST', `/v1/runs/${runId}/resume`)).statusCode).toBe(200);
+      await worker.drain();
+      expect((await getRun(ws, runId)).automationStatus).toBe('completed');
+      const sent = sentTo('/pause-me', before);
+      expect(sent).toHaveLength(2);
+      expect(new Set(sent.map((r) => r.headers['idempotency-key']))).toEqual(new Set([`${runId}:call:p`]));
+      expect((await getSteps(ws, runId)).map((s) => [s.attempt, s.outcome])).toEqual([[1, 'interrupted'], [2, 'ok']]);
+    });
   });
 
   it('treats a refused connection and a hung server as network failures', async () => {

@@ -10,7 +10,7 @@ const stepFor = (payload: unknown): StepRequest => ({
   expressions: new ExpressionCache(),
   now: new Date(),
   stepKey: 'r:n:a',
-  stillHeld: async () => true,
+  mayTryAgain: async () => true,
 });
 
 describe('requireSubject', () => {

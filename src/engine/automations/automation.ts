@@ -30,16 +30,20 @@ export interface StepRequest {
   /** `<runId>:<nodeId>:<automationId>`: the same for every attempt of this step. */
   stepKey: string;
   /**
-   * Whether this worker still holds the run (its lease, at its fence), asked of the store. A call
-   * asks before it tries again: a worker that stalled (a pause of the process, a frozen VM)
-   * past its lease finds its try timed out when it wakes, and must not send it again once
-   * another worker has taken the run over and recorded the outcome.
+   * Whether a call may try again, asked of the store: this worker still holds the run (its
+   * lease, at its fence) and the run is still running. A worker that stalled (a pause of the
+   * process, a frozen VM) past its lease finds its try timed out when it wakes, and must not
+   * send it again once another worker has taken the run over and recorded the outcome; and a
+   * run canceled or paused while its call waited to try again sends nothing more.
    */
-  stillHeld(): Promise<boolean>;
+  mayTryAgain(): Promise<boolean>;
 }
 
-/** Thrown by a call that found its run taken over: the worker lets go and writes nothing. */
-export class LeaseLost extends Error {}
+/**
+ * Thrown by a call that may not try again (its run taken over, paused or canceled): the worker
+ * writes no outcome and lets go of the run.
+ */
+export class CallAbandoned extends Error {}
 
 /** A database write that belongs to the step's own transaction. */
 export type StepWrite = (tx: DbOrTx, at: string) => Promise<void>;

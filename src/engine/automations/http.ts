@@ -17,7 +17,7 @@ import { UrlTemplateError } from '../../lib/placeholders.js';
 import type { StepResult } from '../executor.js';
 import { backoffDelay, isRetryableStatus, retryAfterMs } from '../outbound/backoff.js';
 import { OutboundNetworkError, OutboundRefusedError, sendOutbound, type OutboundAnswer } from '../outbound/outbound-request.js';
-import { LeaseLost, requireValidFilled, StepFailure, type AutomationHandler, type StepRequest } from './automation.js';
+import { CallAbandoned, requireValidFilled, StepFailure, type AutomationHandler, type StepRequest } from './automation.js';
 import { fillSecrets, mentionsSecrets, secretNamesIn } from '../../modules/secrets/secret-refs.js';
 import { isTransientStoreError } from '../../lib/store-errors.js';
 
@@ -75,7 +75,9 @@ export const httpAutomation: AutomationHandler = {
       await new Promise((wake) => setTimeout(wake, delay));
       // The run may have been taken over while this worker stalled (its try then timed out):
       // the new holder repeats the call itself, and this one must not send it a second time.
-      if (!(await step.stillHeld())) throw new LeaseLost('the run was taken over before the next try');
+      // Or it was canceled or paused meanwhile: cancel is final, and a pause holds what is not
+      // sent yet (the resumed run makes the call again, with the same key).
+      if (!(await step.mayTryAgain())) throw new CallAbandoned('the run was taken over, paused or canceled before the next try');
     }
     throw new Error('unreachable: the loop returns on its last try');
   },
