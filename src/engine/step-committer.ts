@@ -30,6 +30,7 @@ import { GUARDED_RUN_CHANGES, guardOf, isPlainWrite, type StepWrite } from './st
 import { interruptWaits } from './sql/interrupt-waits.js';
 import { finishStepRow, insertSteps, interruptStepRow } from './sql/step-rows.js';
 import { memoText, repeatRows, runSql } from './sql/prepared.js';
+import { isConflictError } from '../lib/store-errors.js';
 
 export type { StepFinish, StepWrite } from './step-write.js';
 
@@ -73,13 +74,31 @@ export class StepCommitter {
     this.inFlight++;
     try {
       const writes = batch.map((p) => p.write);
-      const applied = await commitBatch(this.db, writes);
+      const applied = await commitBatchGivingWay(this.db, writes);
       batch.forEach((pending) => pending.resolve(applied.has(pending.write.lease.runId)));
     } catch (error) {
       for (const pending of batch) pending.reject(error);
     } finally {
       this.inFlight--;
       this.schedule();
+    }
+  }
+}
+
+/** Tries of a batch that PostgreSQL rolled back for another transaction's sake. */
+const CONFLICT_TRIES = 3;
+
+/**
+ * `commitBatch`, tried again at once when PostgreSQL rolled it back to break a deadlock (with a
+ * delivery waking the same runs, say): nothing of it was written, and failing the batch would
+ * let go of every run in it, so that a call whose answer it carried was made again.
+ */
+async function commitBatchGivingWay(db: Db, writes: StepWrite[]): Promise<Set<string>> {
+  for (let tries = 1; ; tries++) {
+    try {
+      return await commitBatch(db, writes);
+    } catch (error) {
+      if (tries >= CONFLICT_TRIES || !isConflictError(error)) throw error;
     }
   }
 }

@@ -5,9 +5,22 @@
  */
 /**
  * PostgreSQL SQLSTATEs of a connection that failed or was cut (class 08, the server shutting
- * down or restarting, no connection slots), SQLite's busy store, Node's network failures.
+ * down or restarting, no connection slots), of a transaction chosen to give way (a deadlock, a
+ * serialization failure: CONFLICT_CODES), SQLite's busy store, Node's network failures.
  */
-const TRANSIENT_CODES = new Set(['57P01', '57P02', '57P03', '53300', 'SQLITE_BUSY', 'SQLITE_BUSY_SNAPSHOT', 'SQLITE_BUSY_RECOVERY', 'ECONNRESET', 'ECONNREFUSED', 'EPIPE', 'ETIMEDOUT']);
+const TRANSIENT_CODES = new Set(['57P01', '57P02', '57P03', '53300', '40P01', '40001', 'SQLITE_BUSY', 'SQLITE_BUSY_SNAPSHOT', 'SQLITE_BUSY_RECOVERY', 'ECONNRESET', 'ECONNREFUSED', 'EPIPE', 'ETIMEDOUT']);
+
+/**
+ * PostgreSQL rolled the transaction back so that another could go on (a deadlock, 40P01; a
+ * serialization failure, 40001): nothing of it was written, and the same transaction tried again
+ * at once will most likely pass.
+ */
+const CONFLICT_CODES = new Set(['40P01', '40001']);
+
+export function isConflictError(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && CONFLICT_CODES.has(code);
+}
 
 /** What node-postgres and its pool say, without a code, when a connection ends or none comes. */
 const TRANSIENT_MESSAGES = [/^Connection terminated/, /^timeout exceeded when trying to connect/, /^Client has encountered a connection error and is not queryable/];

@@ -1,4 +1,4 @@
-import { SqliteDialect, SqliteDriver, type DatabaseConnection, type Driver, type SqliteDialectConfig } from 'kysely';
+import { SqliteAdapter, SqliteDialect, SqliteDriver, type DatabaseConnection, type DialectAdapter, type Driver, type SqliteDialectConfig } from 'kysely';
 import { CompiledQuery } from 'kysely';
 
 /**
@@ -18,6 +18,26 @@ export class ImmediateSqliteDialect extends SqliteDialect {
 
   override createDriver(): Driver {
     return new ImmediateSqliteDriver(this.dialectConfig);
+  }
+
+  override createAdapter(): DialectAdapter {
+    return new TransactionalDdlSqliteAdapter();
+  }
+}
+
+/**
+ * SQLite's DDL is transactional, though Kysely's adapter says otherwise: its migrator then ran
+ * each migration's statements one by one, outside any transaction, and a process killed in the
+ * middle (a `kill -9` during `carepath migrate`) left a migration half applied and unrecorded,
+ * which every later start tried again and failed on ("duplicate column name"), for good (a
+ * durability review). Said true, the migrator applies the pending migrations and records them in
+ * one transaction: all of them or none. Begun IMMEDIATE (below), it also holds the write lock
+ * from before it reads which migrations are applied, so two processes migrating one file at once
+ * apply each migration once (Kysely's migration lock on SQLite does nothing).
+ */
+class TransactionalDdlSqliteAdapter extends SqliteAdapter {
+  override get supportsTransactionalDdl(): boolean {
+    return true;
   }
 }
 

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, expect, it } from 'vitest';
+import pg from 'pg';
 import { describeEachStore, type TestWorkspace } from '../helpers/test-env.js';
 import { chain, fire, getRun, getSteps, recordTags, testWorker, webTriggerFor } from '../helpers/engine-harness.js';
 import { LedgerServer } from '../helpers/ledger-server.js';
@@ -254,6 +255,39 @@ describeEachStore('engine: leases and fencing', (env) => {
     const row = await env.db.selectFrom('runs').select(['lease_fence', 'lease_owner']).where('id', '=', runId).executeTakeFirstOrThrow();
     expect(row.lease_fence).toBe(claimed.lease_fence + 1);
     expect(row.lease_owner).toBeNull();
+  });
+
+  it('a heartbeat does not wait for a run row another transaction holds: it is still held, extended at the next beat', async () => {
+    // On PostgreSQL the heartbeat waited for row locks, and a worker's heartbeat and its own
+    // group commit, each locking many rows in its own order, deadlocked.
+    const ws = await env.workspace();
+    const { triggerId } = await webTriggerFor(ws, oneSet);
+    const [busyId, freeId] = [await fire(ws, triggerId), await fire(ws, triggerId)];
+    const now = new Date().toISOString();
+    const claimed = await claimRuns(env.db, { owner: 'beating', now, leaseUntil: addMs(now, 30_000), limit: 100 });
+    const leaseOf = (runId: string) => ({ runId, owner: 'beating', fence: claimed.find((row) => row.id === runId)!.lease_fence });
+    const availableAt = async (runId: string) => (await env.db.selectFrom('runs').select('available_at').where('id', '=', runId).executeTakeFirstOrThrow()).available_at;
+    const busyBefore = await availableAt(busyId);
+    const until = addMs(now, 60_000);
+    if (env.kind === 'postgres') {
+      const locker = new pg.Client({ connectionString: env.container.config.databaseUrl });
+      await locker.connect();
+      try {
+        await locker.query('begin');
+        await locker.query(`select id from ${env.schema}.runs where id = $1 for update`, [busyId]);
+        const started = Date.now();
+        const held = await extendLeases(env.db, [leaseOf(busyId), leaseOf(freeId)], until);
+        expect(Date.now() - started).toBeLessThan(2_000);
+        expect([...held].sort()).toEqual([busyId, freeId].sort());
+        expect(await availableAt(busyId)).toBe(busyBefore);
+      } finally {
+        await locker.query('rollback');
+        await locker.end();
+      }
+    }
+    expect([...(await extendLeases(env.db, [leaseOf(busyId), leaseOf(freeId)], until))].sort()).toEqual([busyId, freeId].sort());
+    expect(await availableAt(busyId)).toBe(until);
+    expect(await availableAt(freeId)).toBe(until);
   });
 
   it('heartbeats keep a long step\'s lease: no one else claims the run meanwhile', async () => {
