@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { storeUnavailable, withoutPassword, StoreUnavailableError } from '../../src/storage/store-unavailable.js';
-import { isStoreFullError, isTransientStoreError, loggableError } from '../../src/lib/store-errors.js';
+import { isConflictError, isStoreFullError, isTransientStoreError, loggableError } from '../../src/lib/store-errors.js';
 
 describe('storeUnavailable', () => {
   it('turns a failure to reach or open the store into a sentence naming the store, never its password', () => {
@@ -67,6 +67,16 @@ describe('isTransientStoreError', () => {
     expect(isTransientStoreError(new Error('Connection terminated unexpectedly'))).toBe(true);
     expect(isTransientStoreError(new Error('timeout exceeded when trying to connect'))).toBe(true);
     expect(isTransientStoreError(coded('database is locked', 'SQLITE_BUSY'))).toBe(true);
+  });
+
+  it('knows a transaction PostgreSQL rolled back for another (deadlock, serialization failure): tried again at once', () => {
+    for (const code of ['40P01', '40001']) {
+      expect(isTransientStoreError(coded('deadlock detected', code))).toBe(true);
+      expect(isConflictError(coded('deadlock detected', code))).toBe(true);
+    }
+    expect(isConflictError(coded('terminating connection due to administrator command', '57P01'))).toBe(false);
+    expect(isConflictError(coded('duplicate key value violates unique constraint "runs_pkey"', '23505'))).toBe(false);
+    expect(isConflictError(null)).toBe(false);
   });
 
   it('leaves errors of the statement itself, and anything else, alone', () => {
