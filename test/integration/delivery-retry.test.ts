@@ -10,6 +10,7 @@ import { describeEachStore } from '../helpers/test-env.js';
 import { createEndpoint, deliver, lastDelivery, processorFor, search } from '../helpers/deliveries.js';
 import { deliveryList, deliveryRetry } from '../../src/cli/admin/delivery.js';
 import { DeliveryProcessor } from '../../src/modules/deliveries/delivery-processor.js';
+import { deliveryProcessorService } from '../../src/modules/deliveries/delivery-processor.service.js';
 import { workerBasics } from '../../src/container.js';
 import type { TestEnv } from '../helpers/test-env.js';
 
@@ -117,5 +118,31 @@ describeEachStore('retrying a failed delivery', (env) => {
     expect(await lastDelivery(ws, endpoint)).toMatchObject({ deliveryId, status: 'failed', error: last.error });
     // Failed for good: nothing claims it again.
     expect(await processor.processBatch()).toBe(0);
+  });
+});
+
+describeEachStore('the delivery processor of a starting process', (env) => {
+  it('takes no delivery until its FHIR validation is compiled: a process killed while starting uses up no attempt', async () => {
+    // Each claim counts an attempt; a process restarted again and again took deliveries before
+    // it could process them, and marked valid ones failed after five starts (a durability review).
+    const ws = await env.workspace();
+    const endpoint = await createEndpoint(ws);
+    expect((await deliver(env, endpoint, patients, { key: 'while-warming' })).statusCode).toBe(202);
+    const row = () => env.db.selectFrom('deliveries').select(['status', 'attempts']).where('webhook_id', '=', endpoint.webhookId).executeTakeFirstOrThrow();
+    const reader = env.container.deliveryReader;
+    const warm = reader.warm;
+    let compiled!: () => void;
+    reader.warm = () => new Promise<number>((resolve) => (compiled = () => resolve(1)));
+    const service = await deliveryProcessorService({ pollMs: 20 }).start(env.container);
+    try {
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      expect(await row()).toEqual({ status: 'received', attempts: 0 });
+      compiled();
+      await expect.poll(async () => (await row()).status, { timeout: 10_000, interval: 50 }).toBe('processed');
+      expect((await row()).attempts).toBe(1);
+    } finally {
+      reader.warm = warm;
+      await service.stop();
+    }
   });
 });
