@@ -17,10 +17,16 @@ export interface InboundEvent {
   event: string;
   /** What the step's output will be: `{event, at, payload}`. */
   eventPayload: unknown;
+  /** When the event was raised: waits begun after it do not see it. */
   at: string;
 }
 
-/** Records the event for every run of the subject waiting for it; answers how many. */
+/**
+ * Records the event for every run of the subject that was waiting for it when it was raised;
+ * answers how many. A wait begun after `at` does not see it (docs/automations.md: events raised
+ * before the step started are not seen), also when the event comes late: handed on after a
+ * crash by another process, a minute on, it woke a run that began waiting after it was raised.
+ */
 export async function wakeRunsWaitingFor(db: Db, inbound: InboundEvent): Promise<number> {
   const recorded = JSON.stringify({ event: inbound.event, at: inbound.at, payload: inbound.eventPayload ?? null });
   return db.transaction().execute(async (tx) => {
@@ -30,6 +36,7 @@ export async function wakeRunsWaitingFor(db: Db, inbound: InboundEvent): Promise
       .where('workspace_id', '=', inbound.workspaceId)
       .where('subject_record_id', '=', inbound.subjectRecordId)
       .where('event', '=', inbound.event)
+      .where('started_at', '<=', inbound.at)
       .where('received_at', 'is', null)
       .returning('run_id')
       .execute();

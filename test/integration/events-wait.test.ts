@@ -3,6 +3,7 @@ import { describeEachStore } from '../helpers/test-env.js';
 import { createEndpoint, deliverAndProcess, lastDelivery } from '../helpers/deliveries.js';
 import { getRun, getSteps, testWorker } from '../helpers/engine-harness.js';
 import { validateBlueprint } from '../../src/modules/blueprints/blueprint.validate.js';
+import { sweepPendingWakes, type PendingWake } from '../../src/modules/deliveries/event-wake.js';
 
 const encounter = (id: string, status: string, patientId: string) => ({
   resourceType: 'Encounter',
@@ -11,6 +12,20 @@ const encounter = (id: string, status: string, patientId: string) => ({
   class: { code: 'IMP' },
   subject: { reference: `Patient/${patientId}` },
 });
+
+const admissionToDischarge = () =>
+  validateBlueprint({
+    name: 'Admission to discharge',
+    nodes: [
+      { id: 'start', kind: 'start' },
+      { id: 'wait', kind: 'action', automations: [{ id: 'discharge', type: 'wait_for_event', with: { event: 'Encounter.finished', timeout: 'P30D' } }] },
+      { id: 'done', kind: 'end' },
+    ],
+    links: [
+      { from: 'start', to: 'wait' },
+      { from: 'wait', to: 'done' },
+    ],
+  }) as unknown as Record<string, unknown>;
 
 describeEachStore('events reach runs waiting for them', (env) => {
   it('an admission starts a pathway that waits for the discharge; the discharge delivery wakes it', async () => {
@@ -55,5 +70,41 @@ describeEachStore('events reach runs waiting for them', (env) => {
       outcome: 'event',
       output: { event: 'Encounter.finished', payload: { event: 'Encounter.finished', deliveryId: delivery.deliveryId, resource: { id: 'stay-1', status: 'finished' } } },
     });
+  });
+
+  it('a wake left behind by a crash reaches only the waits begun before its event, and carries the time it was raised', async () => {
+    // Handed on a minute later by another process, it woke a run that began waiting after the
+    // event, and told the run it had happened then (a durability review).
+    const ws = await env.workspace();
+    const feed = await createEndpoint(ws);
+    const imported = await ws.importBlueprint(admissionToDischarge());
+    const trigger = await ws.call('POST', '/v1/triggers', { body: { name: 'Admitted', sourceId: imported.id, type: 'event', event: 'Encounter.in-progress' } });
+    const runsOfTrigger = async () => (await env.db.selectFrom('runs').select('id').where('trigger_id', '=', trigger.json().triggerId).orderBy('id').execute()).map((r) => r.id);
+    const worker = testWorker(env);
+    await deliverAndProcess(env, feed, encounter('late-1', 'in-progress', 'late-p'));
+    await worker.drain();
+    const [before] = await runsOfTrigger();
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    const raisedAt = new Date().toISOString();
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    await deliverAndProcess(env, feed, encounter('late-2', 'in-progress', 'late-p'));
+    await worker.drain();
+    const after = (await runsOfTrigger()).find((id) => id !== before)!;
+    expect((await getRun(ws, after)).automationStatus).toBe('running');
+
+    // The discharge's wake as a dead process left it: stored on its processed delivery, lease run out.
+    const subject = await env.db.selectFrom('records').select('id').where('workspace_id', '=', ws.workspaceId).where('ext_id', '=', 'late-p').executeTakeFirstOrThrow();
+    const carrier = await lastDelivery(ws, feed);
+    const wake: PendingWake = { subjectRecordId: subject.id, event: 'Encounter.finished', raisedAt, eventPayload: { event: 'Encounter.finished', resource: { id: 'late-1' }, deliveryId: carrier.deliveryId } };
+    await env.db
+      .updateTable('deliveries')
+      .set({ pending_wakes: JSON.stringify([wake]), lease_owner: 'a-dead-process', lease_expires_at: new Date(Date.now() - 1_000).toISOString() })
+      .where('id', '=', carrier.deliveryId)
+      .execute();
+    expect(await sweepPendingWakes(env.db, env.kind, 'sweeper', new Date(), 60_000)).toBe(1);
+    await worker.drain();
+    expect((await getRun(ws, before)).automationStatus).toBe('completed');
+    expect((await getSteps(ws, before))[0]).toMatchObject({ outcome: 'event', output: { event: 'Encounter.finished', at: raisedAt } });
+    expect((await getRun(ws, after)).automationStatus).toBe('running');
   });
 });

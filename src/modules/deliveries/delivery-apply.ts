@@ -190,7 +190,7 @@ async function finishDelivery(
     { deliveryId: delivery.id, webhookId: delivery.webhook_id, idempotencyKey: delivery.idempotency_key },
     triggers,
   );
-  const wakes = wakesFor(occurrences, mayWait, delivery.id);
+  const wakes = wakesFor(occurrences, mayWait, delivery.id, at);
   const outcome: ProcessedOutcome = {
     problems: digest.problems.slice(0, MAX_LISTED_PROBLEMS),
     problemCount: digest.problems.length,

@@ -7,8 +7,9 @@
  * So the wakes are decided in the delivery's transaction and stored on the delivery row
  * (`pending_wakes`), handed to the engine right after the commit, and cleared. A process that
  * dies in between leaves them under a lease that runs out; any processor then delivers them.
- * A wake only touches waits that have not received their event, so delivering one again after
- * such a crash is harmless for the runs that already got it.
+ * A wake only touches waits that have not received their event and began before it was raised,
+ * so delivering one again after such a crash is harmless for the runs that already got it, and
+ * reaches no run that began waiting after the event.
  *
  * Most subjects have no run that could be waiting, so one query first narrows the events to
  * subjects with a running or paused run: a 10,000-entry bundle costs one query, not 10,000.
@@ -23,6 +24,8 @@ import { listParameter, runHot, type HotStatement } from '../../storage/hot-stat
 export interface PendingWake {
   subjectRecordId: string;
   event: string;
+  /** When the delivery raised it (its processing). Absent from wakes stored before 2026-11-27. */
+  raisedAt?: string;
   /** what the waiting step receives: the same `{event, resource, deliveryId}` as a run's payload */
   eventPayload: { event: string; resource: unknown; deliveryId: string };
 }
@@ -54,15 +57,19 @@ export async function subjectsThatMayWait(db: DbOrTx, workspaceId: string, subje
 }
 
 /** The wakes a delivery's events call for, given which subjects may wait (`subjectsThatMayWait`). */
-export function wakesFor(occurrences: readonly EventOccurrence[], mayWait: ReadonlySet<string>, deliveryId: string): PendingWake[] {
+export function wakesFor(occurrences: readonly EventOccurrence[], mayWait: ReadonlySet<string>, deliveryId: string, raisedAt: string): PendingWake[] {
   return occurrences.flatMap((o) =>
     o.subjectRecordId !== null && mayWait.has(o.subjectRecordId)
-      ? [{ subjectRecordId: o.subjectRecordId, event: o.event, eventPayload: { event: o.event, resource: JSON.parse(o.resourceJson) as unknown, deliveryId } }]
+      ? [{ subjectRecordId: o.subjectRecordId, event: o.event, raisedAt, eventPayload: { event: o.event, resource: JSON.parse(o.resourceJson) as unknown, deliveryId } }]
       : [],
   );
 }
 
-/** Hands stored wakes to the engine, then clears them if this owner still holds the delivery. */
+/**
+ * Hands stored wakes to the engine, then clears them if this owner still holds the delivery. Each
+ * wake carries the time its event was raised, which is what a waiting step records and which
+ * waits begun later do not see; `at` stands in for it in wakes stored without one.
+ */
 export async function deliverWakes(
   db: Db,
   delivery: { id: string; workspaceId: string },
@@ -72,7 +79,7 @@ export async function deliverWakes(
 ): Promise<number> {
   let woken = 0;
   for (const wake of wakes) {
-    woken += await wakeRunsWaitingFor(db, { workspaceId: delivery.workspaceId, subjectRecordId: wake.subjectRecordId, event: wake.event, eventPayload: wake.eventPayload, at });
+    woken += await wakeRunsWaitingFor(db, { workspaceId: delivery.workspaceId, subjectRecordId: wake.subjectRecordId, event: wake.event, eventPayload: wake.eventPayload, at: wake.raisedAt ?? at });
   }
   await db
     .updateTable('deliveries')
