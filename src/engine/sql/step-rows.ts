@@ -38,11 +38,14 @@ export async function finishStepRow(
     .execute();
 }
 
-/** An attempt whose worker was lost before it recorded an outcome. */
+/**
+ * An attempt whose outcome was never recorded: its worker was lost, or could not write it, or
+ * let the run go (paused mid-call); the next attempt makes the call again.
+ */
 export async function interruptStepRow(db: DbOrTx, stepId: string, at: string): Promise<void> {
   await db
     .updateTable('run_steps')
-    .set({ finished_at: at, outcome: 'interrupted', error: 'the worker running this step was lost before it recorded an outcome' })
+    .set({ finished_at: at, outcome: 'interrupted', error: 'the outcome of this attempt was not recorded (its worker was lost or could not write it, or the run was paused before a retry); the next attempt makes the call again' })
     .where('id', '=', stepId)
     .where('finished_at', 'is', null)
     .execute();
