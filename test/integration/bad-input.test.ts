@@ -370,9 +370,14 @@ describeEachStore('bad input on every management route', (env) => {
       // Well-formed, but not an id: "zzz" sorts after every id and would answer the first page again.
       const notAnId = Buffer.from(JSON.stringify(['zzz'])).toString('base64url');
       const aNumber = Buffer.from(JSON.stringify([7])).toString('base64url');
-      for (const cursor of ['garbage', wrongShape, wrongType, notAnId, aNumber, 'eyJub3QiOiJhbiBhcnJheSJ9']) {
+      // Another list's cursor: it answered an empty page, or another list's slice, as its own.
+      const ofAnotherList = Buffer.from(JSON.stringify(['0190c0de-0000-7000-8000-000000000001', 'another-list'])).toString('base64url');
+      for (const cursor of ['garbage', wrongShape, wrongType, notAnId, aNumber, 'eyJub3QiOiJhbiBhcnJheSJ9', ofAnotherList]) {
         expectError(await ws.call('GET', `${path}?cursor=${cursor}`), 400, 'invalid_cursor');
       }
+      // A cursor handed out before cursors named their list (the id alone) still pages.
+      const idAlone = Buffer.from(JSON.stringify(['0190c0de-0000-7000-8000-000000000001'])).toString('base64url');
+      expect((await ws.call('GET', `${path}?cursor=${idAlone}`)).statusCode).toBe(200);
       expectError(await ws.call('GET', `${path}?cursor=${'a'.repeat(600)}`), 400, 'invalid_request', 'querystring.cursor');
       for (const limit of ['1', '100']) expect((await ws.call('GET', `${path}?limit=${limit}`)).statusCode).toBe(200);
     }

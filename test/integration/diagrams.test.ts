@@ -144,6 +144,16 @@ describeEachStore('diagrams', (env) => {
     const badCursor = await ws.call('GET', '/v1/diagrams?cursor=not-a-cursor');
     expect(badCursor.statusCode).toBe(400);
     expect(badCursor.json().code).toBe('invalid_cursor');
+    // A cursor pages the list that handed it out, and no other.
+    await ws.importBlueprint(simpleBlueprint('One'));
+    await ws.importBlueprint(simpleBlueprint('Two'));
+    const cursor = (await ws.call('GET', '/v1/diagrams?limit=1')).json().nextCursor as string;
+    expect((await ws.call('GET', `/v1/diagrams?limit=1&cursor=${cursor}`)).statusCode).toBe(200);
+    for (const other of ['/v1/diagrams?type=instance&', '/v1/triggers?', '/v1/queries?', '/v1/runs?']) {
+      const res = await ws.call('GET', `${other}cursor=${cursor}`);
+      expect(res.statusCode, other).toBe(400);
+      expect(res.json().code).toBe('invalid_cursor');
+    }
   });
 
   it('needs diagrams:read', async () => {

@@ -88,7 +88,7 @@ export async function listAuditEvents(db: DbOrTx, workspaceId: string, query: Au
   let select = db.selectFrom('audit_events').selectAll().where('workspace_id', '=', workspaceId);
   if (query.action) select = select.where('action', '=', query.action);
   if (query.since) select = select.where('at', '>=', query.since);
-  return newestFirstPage(select, query, toAuditEvent);
+  return newestFirstPage(select, query, toAuditEvent, 'audit-events');
 }
 
 /** One page in write order (oldest first) after an id: what an export reads forward with. */

@@ -320,7 +320,7 @@ export interface DeliveryListQuery {
 export async function listDeliveries(db: DbOrTx, webhookId: string, query: DeliveryListQuery): Promise<Page<DeliveryView>> {
   let select = db.selectFrom('deliveries').select(COLUMNS_WITHOUT_BODY).where('webhook_id', '=', webhookId);
   if (query.status) select = select.where('status', '=', query.status);
-  return newestFirstPage(select, query, toDeliveryView);
+  return newestFirstPage(select, query, toDeliveryView, 'deliveries');
 }
 
 /**

@@ -171,7 +171,7 @@ export async function listDiagrams(db: DbOrTx, workspaceId: string, query: Diagr
     let select = db.selectFrom('runs').select(INSTANCE_COLUMNS).where('workspace_id', '=', workspaceId);
     if (query.sourceId) select = select.where('source_id', '=', query.sourceId);
     if (query.q) select = select.where(nameContains('name', query.q, dialectOfDb(db)));
-    return newestFirstPage(select, query, toDiagramSummary);
+    return newestFirstPage(select, query, toDiagramSummary, 'instances');
   }
   let select = db
     .selectFrom('diagrams')
@@ -181,5 +181,5 @@ export async function listDiagrams(db: DbOrTx, workspaceId: string, query: Diagr
   // Blueprints are copied from nothing: a sourceId filter matches none of them.
   if (query.sourceId) select = select.where('source_id', '=', query.sourceId);
   if (query.q) select = select.where(nameContains('name', query.q, dialectOfDb(db)));
-  return newestFirstPage(select, query, toDiagramSummary);
+  return newestFirstPage(select, query, toDiagramSummary, 'blueprints');
 }

@@ -71,5 +71,5 @@ export async function listQueries(db: DbOrTx, workspaceId: string, query: QueryL
   let select = db.selectFrom('queries').selectAll().where('workspace_id', '=', workspaceId);
   if (query.q) select = select.where(nameContains('name', query.q, dialectOfDb(db)));
   if (query.resourceType) select = select.where('resource_type', '=', query.resourceType);
-  return newestFirstPage(select, query, toQueryView);
+  return newestFirstPage(select, query, toQueryView, 'queries');
 }

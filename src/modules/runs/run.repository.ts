@@ -27,7 +27,7 @@ export async function listRuns(db: DbOrTx, workspaceId: string, query: RunListQu
   if (query.triggerId) select = select.where('trigger_id', '=', query.triggerId);
   if (query.idempotencyKey) select = select.where('idempotency_key', '=', query.idempotencyKey);
   if (query.status) select = select.where('automation_status', '=', query.status);
-  return newestFirstPage(select, query, toRunView);
+  return newestFirstPage(select, query, toRunView, 'runs');
 }
 
 export interface TriggerRunStatus {

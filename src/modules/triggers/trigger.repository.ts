@@ -118,7 +118,7 @@ export async function listTriggers(db: DbOrTx, workspaceId: string, query: Trigg
   if (query.type) select = select.where('type', '=', query.type);
   if (query.active !== undefined) select = select.where('active', '=', query.active ? 1 : 0);
   if (query.sourceId) select = select.where('source_id', '=', query.sourceId);
-  return newestFirstPage(select, query, toTriggerView);
+  return newestFirstPage(select, query, toTriggerView, 'triggers');
 }
 
 /** Whether any live, active trigger still uses a saved query (DESIGN: delete → 409 query_in_use). */

@@ -54,5 +54,5 @@ export async function updateWebhook(db: DbOrTx, webhookId: string, changes: Part
  */
 export async function listWebhooks(db: DbOrTx, workspaceId: string, page: { limit?: number; cursor?: string } = {}): Promise<Page<WebhookRow>> {
   const select = db.selectFrom('webhooks').selectAll().where('workspace_id', '=', workspaceId).where('deleted_at', 'is', null);
-  return newestFirstPage(select, page, (row) => row);
+  return newestFirstPage(select, page, (row) => row, 'webhooks');
 }
