@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { describeEachStore } from '../helpers/test-env.js';
+import { describeEachStore, type TestWorkspace } from '../helpers/test-env.js';
 import { chain, FAST_RETRIES, fire, getRun, getSteps, patient, testWorker, webTriggerFor } from '../helpers/engine-harness.js';
 import { LedgerServer } from '../helpers/ledger-server.js';
 import { capturedLogger } from '../helpers/log-capture.js';
@@ -132,21 +132,25 @@ describeEachStore('engine: http automation', (env) => {
   describe('a run canceled or paused while its call waits to try again', () => {
     /** 503 with Retry-After: 1 s, so the test can act between the first try and the second. */
     const slowRetries = { backoff: { attempts: 4, baseMs: 5, maxMs: 2_000 } };
-    const firstTryOf = async (path: string, before: number) => {
-      for (let i = 0; i < 500 && !ledger.requests.slice(before).some((r) => r.path === path); i++) await new Promise((r) => setTimeout(r, 10));
-    };
     const sentTo = (path: string, before: number) => ledger.requests.slice(before).filter((r) => r.path === path);
+
+    /** A run whose call got a 503 (Retry-After 1 s) and waits to try again; its worker draining. */
+    async function callWaitingToRetry(ws: TestWorkspace, path: string) {
+      ledger.on(path, { status: 503, headers: { 'retry-after': '1' } });
+      const { triggerId } = await webTriggerFor(ws, chain(`Call to ${path}`, [httpStep('c', { method: 'POST', url: ledger.url(path), body: {} })]));
+      const runId = await fire(ws, triggerId);
+      const before = ledger.requests.length;
+      const worker = testWorker(env, {}, slowRetries);
+      const draining = worker.drain();
+      for (let i = 0; i < 500 && sentTo(path, before).length === 0; i++) await new Promise((r) => setTimeout(r, 10));
+      return { runId, before, worker, draining };
+    }
 
     it('canceled: sends nothing more, and the step stays canceled', async () => {
       // The retries went on after the cancel (4 tries over minutes with a slow partner) and the
       // step was rewritten to "failed" once they ran out (an engine review).
       const ws = await env.workspace();
-      ledger.on('/cancel-me', { status: 503, headers: { 'retry-after': '1' } });
-      const { triggerId } = await webTriggerFor(ws, chain('Cancel mid-call', [httpStep('c', { method: 'POST', url: ledger.url('/cancel-me'), body: {} })]));
-      const runId = await fire(ws, triggerId);
-      const before = ledger.requests.length;
-      const draining = testWorker(env, {}, slowRetries).drain();
-      await firstTryOf('/cancel-me', before);
+      const { runId, before, draining } = await callWaitingToRetry(ws, '/cancel-me');
       expect((await ws.call('POST', `/v1/runs/${runId}/cancel`)).statusCode).toBe(200);
       await draining;
       expect(sentTo('/cancel-me', before)).toHaveLength(1);
@@ -158,13 +162,7 @@ describeEachStore('engine: http automation', (env) => {
 
     it('paused: sends nothing more until resumed, then makes the call again with the same key', async () => {
       const ws = await env.workspace();
-      ledger.on('/pause-me', { status: 503, headers: { 'retry-after': '1' } });
-      const { triggerId } = await webTriggerFor(ws, chain('Pause mid-call', [httpStep('p', { method: 'POST', url: ledger.url('/pause-me'), body: {} })]));
-      const runId = await fire(ws, triggerId);
-      const before = ledger.requests.length;
-      const worker = testWorker(env, {}, slowRetries);
-      const draining = worker.drain();
-      await firstTryOf('/pause-me', before);
+      const { runId, before, worker, draining } = await callWaitingToRetry(ws, '/pause-me');
       expect((await ws.call('POST', `/v1/runs/${runId}/pause`)).statusCode).toBe(200);
       await draining;
       expect(sentTo('/pause-me', before)).toHaveLength(1);
@@ -179,7 +177,7 @@ describeEachStore('engine: http automation', (env) => {
       expect((await getRun(ws, runId)).automationStatus).toBe('completed');
       const sent = sentTo('/pause-me', before);
       expect(sent).toHaveLength(2);
-      expect(new Set(sent.map((r) => r.headers['idempotency-key']))).toEqual(new Set([`${runId}:call:p`]));
+      expect(new Set(sent.map((r) => r.headers['idempotency-key']))).toEqual(new Set([`${runId}:call:c`]));
       expect((await getSteps(ws, runId)).map((s) => [s.attempt, s.outcome])).toEqual([[1, 'interrupted'], [2, 'ok']]);
     });
   });

@@ -31,19 +31,7 @@ describeEachStore('events reach runs waiting for them', (env) => {
   it('an admission starts a pathway that waits for the discharge; the discharge delivery wakes it', async () => {
     const ws = await env.workspace();
     const feed = await createEndpoint(ws);
-    const blueprint = validateBlueprint({
-      name: 'Admission to discharge',
-      nodes: [
-        { id: 'start', kind: 'start' },
-        { id: 'wait', kind: 'action', automations: [{ id: 'discharge', type: 'wait_for_event', with: { event: 'Encounter.finished', timeout: 'P30D' } }] },
-        { id: 'done', kind: 'end' },
-      ],
-      links: [
-        { from: 'start', to: 'wait' },
-        { from: 'wait', to: 'done' },
-      ],
-    });
-    const imported = await ws.importBlueprint(blueprint as unknown as Record<string, unknown>);
+    const imported = await ws.importBlueprint(admissionToDischarge());
     const trigger = await ws.call('POST', '/v1/triggers', { body: { name: 'Admitted', sourceId: imported.id, type: 'event', event: 'Encounter.in-progress' } });
     expect(trigger.statusCode).toBe(201);
 
