@@ -31,7 +31,7 @@ export interface FhirValidator {
 }
 
 interface FhirSchema {
-  definitions: Record<string, { oneOf?: unknown[] }>;
+  definitions: Record<string, { oneOf?: unknown[]; type?: string; properties?: unknown }>;
   discriminator: { mapping: Record<string, string> };
   [keyword: string]: unknown;
 }
@@ -50,6 +50,13 @@ function createAjv(schema: FhirSchema): Ajv {
   const { definitions } = schema;
   // Ajv 8 rejects the draft-04 style root `id`; the root oneOf is never compiled (see above).
   const root = { definitions: { ...definitions } };
+  // The official schema gives its resources and complex data types `properties` but never
+  // `type: "object"`, and JSON Schema applies `properties` to objects only: a string or a number
+  // where a CodeableConcept or a Quantity belongs (`"code": "x"`, `"valueQuantity": "abc"`)
+  // passed (an operations review). Every such definition is an object in FHIR's JSON format.
+  for (const [name, definition] of Object.entries(root.definitions)) {
+    if (definition.properties !== undefined) root.definitions[name] = { type: 'object', ...definition };
+  }
   // Contained resources and Bundle entries go through ResourceList, a oneOf over every type.
   // A discriminator on resourceType accepts exactly the same documents (each branch pins
   // resourceType with `const`) but checks only the matching branch: faster, and the first

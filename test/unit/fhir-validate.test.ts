@@ -57,6 +57,11 @@ describe('createFhirValidator: invalid resources', () => {
     ['a code deep inside', patient({ name: [{ use: 'nick' }] }), '/name/0/use: must be one of usual, official, temp, nickname, anonymous, old, maiden (enum)'],
     ['an empty string', patient({ name: [{ family: '' }] }), '/name/0/family: must be a valid FHIR string (pattern)'],
     ['a bad id', patient({ id: 'has spaces' }), '/id: must be a valid FHIR id (pattern)'],
+    // The official schema never says its complex types are objects: these passed.
+    ['a string for a complex type', patient({ maritalStatus: 'married' }), '/maritalStatus: must be object (type)'],
+    ['a string for a complex type deep inside', patient({ contact: [{ name: 'Jane' }] }), '/contact/0/name: must be object (type)'],
+    ['a number for a Reference', patient({ managingOrganization: 7 }), '/managingOrganization: must be object (type)'],
+    ['a list for a complex type', patient({ maritalStatus: [{ text: 'married' }] }), '/maritalStatus: must be object (type)'],
   ])('reports %s with its path and rule', (_case, resource, message) => {
     expect(validator.validate(resource)).toEqual({ valid: false, message });
   });
