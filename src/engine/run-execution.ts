@@ -169,10 +169,13 @@ export class RunExecution {
 
   /**
    * Whether the store still shows this run leased to us at our fence (and the heartbeat agrees),
-   * and running: neither paused nor canceled since the call began.
+   * and running: neither paused nor canceled since the call began; and this worker is not
+   * stopping: a stop waits for the try in flight, never for tries yet to come (a drain took four
+   * minutes of retries to a partner that did not answer), and the run, let go, is taken up by
+   * another worker or the next start, which makes the call again with the same key.
    */
   private async mayTryAgain(): Promise<boolean> {
-    if (this.control.lost()) return false;
+    if (this.control.lost() || this.control.stopping()) return false;
     const row = await readRunLease(this.services.db, this.run.id);
     return this.isOurs(row) && row.automation_status === 'running';
   }

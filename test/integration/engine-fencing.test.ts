@@ -349,4 +349,30 @@ describeEachStore('engine: leases and fencing', (env) => {
     await testWorker(env, { workerId: 'second' }).drain();
     expect((await getRun(ws, runId)).automationStatus).toBe('completed');
   });
+
+  it('stop waits for a call in flight but not for its retries: the run is let go, and the next worker makes the call again', async () => {
+    // A drain waited out every retry (four minutes with a partner that never answered).
+    const ws = await env.workspace();
+    const path = `/stop-retry-${env.kind}`;
+    ledger.on(path, { status: 503, headers: { 'retry-after': '1' } });
+    const { triggerId } = await webTriggerFor(ws, chain('Stopping mid-retries', [
+      { id: 'call', automations: [{ id: 'get', type: 'http', with: { method: 'GET', url: ledger.url(path) } }] },
+    ]));
+    const runId = await fire(ws, triggerId);
+    const sent = () => ledger.requests.filter((r) => r.path === path);
+    const first = testWorker(env, { workerId: 'first-to-stop', pollMs: 20 }, { backoff: { attempts: 4, baseMs: 5, maxMs: 2_000 } });
+    first.start();
+    await until(() => sent().length === 1, 'the first try');
+    const stopping = Date.now();
+    await first.stop();
+    expect(Date.now() - stopping).toBeLessThan(3_000);
+    expect(sent()).toHaveLength(1);
+    const row = await env.db.selectFrom('runs').select(['lease_owner', 'automation_status']).where('id', '=', runId).executeTakeFirstOrThrow();
+    expect(row).toEqual({ lease_owner: null, automation_status: 'running' });
+    ledger.on(path, { status: 200, body: { ok: true } });
+    await testWorker(env, { workerId: 'after-the-stop' }).drain();
+    expect((await getRun(ws, runId)).automationStatus).toBe('completed');
+    expect(new Set(sent().map((r) => r.headers['idempotency-key']))).toEqual(new Set([`${runId}:call:get`]));
+    expect((await getSteps(ws, runId)).map((s) => [s.attempt, s.outcome])).toEqual([[1, 'interrupted'], [2, 'ok']]);
+  });
 }, { env: { CAREPATH_HTTP_ALLOW: '127.0.0.1' } });

@@ -33,15 +33,16 @@ export interface StepRequest {
    * Whether a call may try again, asked of the store: this worker still holds the run (its
    * lease, at its fence) and the run is still running. A worker that stalled (a pause of the
    * process, a frozen VM) past its lease finds its try timed out when it wakes, and must not
-   * send it again once another worker has taken the run over and recorded the outcome; and a
-   * run canceled or paused while its call waited to try again sends nothing more.
+   * send it again once another worker has taken the run over and recorded the outcome; a run
+   * canceled or paused while its call waited to try again sends nothing more; and a worker that
+   * is stopping tries no more (the run is let go, and taken up again elsewhere).
    */
   mayTryAgain(): Promise<boolean>;
 }
 
 /**
- * Thrown by a call that may not try again (its run taken over, paused or canceled): the worker
- * writes no outcome and lets go of the run.
+ * Thrown by a call that may not try again (its run taken over, paused or canceled, or its worker
+ * stopping): the worker writes no outcome and lets go of the run.
  */
 export class CallAbandoned extends Error {}
 
