@@ -2,7 +2,9 @@
  * The demo a fresh clone gets (DESIGN §1): when `carepath serve` starts on a store without any
  * tenant, it makes a demo tenant, workspace and full-access key, imports the sample blueprints
  * the project ships, and adds a web trigger, so `npm ci && npm start` ends in a working curl.
- * The key is shown once, in the notice; once a tenant exists the seed never runs again.
+ * The key is shown once, in the notice; once a tenant exists the seed never runs again. Each of
+ * these is audited. Never in production (`run-service.ts`): a full-access key nobody asked for,
+ * printed into the process's output, which a log collector keeps.
  */
 import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -23,6 +25,7 @@ import {
 } from '../modules/tenancy/tenancy.repository.js';
 import { createTrigger } from '../modules/triggers/trigger.service.js';
 import { insertRecords } from '../modules/records/record.repository.js';
+import { recordAudit } from '../modules/audit/audit.repository.js';
 
 /** The package's own `blueprints/`, wherever the command is started from. */
 export const PROJECT_BLUEPRINTS = fileURLToPath(new URL('../../blueprints/', import.meta.url));
@@ -90,17 +93,31 @@ export async function seedDemoIfEmpty(container: Container, blueprintFolder = PR
     if (await findWorkspaceByName(tx, tenantId, DEMO_NAMES.workspace)) return null;
     const workspaceId = await createWorkspace(tx, tenantId, DEMO_NAMES.workspace, at);
     const workspace = { id: workspaceId, tenant_id: tenantId };
-    const { keyId, key } = await issueKey(tx, workspace, DEMO_NAMES.key, [], container.config.environment, at);
+    const environment = container.config.environment;
+    const { keyId, key } = await issueKey(tx, workspace, DEMO_NAMES.key, [], environment, at);
 
     const blueprints: DemoSeed['blueprints'] = [];
     for (const sample of samples) blueprints.push(await importBlueprint(tx, workspaceId, sample, at));
 
     await insertRecords(tx, workspaceId, [{ ...DEMO_PATIENT, tags: [...DEMO_PATIENT.tags] }], at);
 
+    // Audited as the admin commands that do the same are: a full-access key, above all, must
+    // not come into being unrecorded. The actor is the service (`carepath`), one request id.
+    const ctx = { ...systemContext(tenantId, workspaceId, uuidv7(now.getTime())), environment };
+    await recordAudit(tx, ctx, at, [
+      { action: 'workspace.create', resourceType: 'workspace', resourceId: workspaceId, details: { tenant: DEMO_NAMES.tenant, name: DEMO_NAMES.workspace, demo: true } },
+      { action: 'key.create', resourceType: 'key', resourceId: keyId, details: { name: DEMO_NAMES.key, scopes: [], environment, demo: true } },
+      ...blueprints.map((blueprint) => ({
+        action: 'blueprint.import' as const,
+        resourceType: 'blueprint',
+        resourceId: blueprint.id,
+        details: { name: blueprint.name, version: blueprint.version, demo: true },
+      })),
+    ]);
+
     let trigger: DemoSeed['trigger'] = null;
     const started = blueprints.find((blueprint) => blueprint.name === DEMO_BLUEPRINT) ?? blueprints[0];
     if (started) {
-      const ctx = systemContext(tenantId, workspaceId, uuidv7(now.getTime()));
       const view = await createTrigger(tx, ctx, { name: DEMO_NAMES.trigger, sourceId: started.id, type: 'web' }, now);
       trigger = { id: view.triggerId, blueprintName: started.name };
     }

@@ -8,6 +8,7 @@ import { createContainer } from '../container.js';
 import { startBackgroundServices, type RunningService } from '../background.js';
 import { shutdownSignal, startServer, type RunningServer } from '../server.js';
 import { demoNotice, seedDemoIfEmpty } from './demo-seed.js';
+import { countTenants } from '../modules/tenancy/tenancy.repository.js';
 import { startStoreSignals, type StoreSignals } from '../engine/store-signals.js';
 import { holdSqliteProcessLock } from '../storage/sqlite-process-lock.js';
 import { giveBackLeasesOfDeadProcesses } from '../storage/dead-process-leases.js';
@@ -70,8 +71,12 @@ export async function runService(config: Config, parts: ServiceParts, print: (te
     // so they need not wait for their next poll; with background services the worker does it.
     if (parts.http && !parts.background) forwarding = await startStoreSignals(container);
     // Seeded after listening succeeds: a port already in use must not swallow the only copy of the key.
-    const seed = parts.seedDemo ? await seedDemoIfEmpty(container) : null;
+    // No demo in production: a full-access key nobody asked for, printed where a log collector reads.
+    const seed = parts.seedDemo && config.environment !== 'production' ? await seedDemoIfEmpty(container) : null;
     if (seed) print(demoNotice(seed, config.publicUrl));
+    else if (parts.seedDemo && (await countTenants(container.db)) === 0) {
+      container.logger.info('the store has no workspace yet (no demo is made in production): carepath admin workspace create --tenant <name> --name <name>, then carepath admin key create');
+    }
     if (parts.background && lock) {
       // SQLite: this process holds the file's lock, so any lease in it is a dead process's.
       const givenBack = await giveBackLeasesOfDeadProcesses(container.db, container.clock.now().toISOString());

@@ -9,6 +9,7 @@ import { createServer, type AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import Database from 'better-sqlite3';
 import { freePort, runToEnd, start, waitFor, type Spawned } from '../helpers/cli-process.js';
 import { ForwardProxy } from '../helpers/forward-proxy.js';
 import { LedgerServer } from '../helpers/ledger-server.js';
@@ -129,6 +130,24 @@ describe('the carepath process [sqlite]', () => {
     expect(await notDb.exited).toBe(1);
     expect(notDb.stderr()).toContain('the file is not a SQLite database [SQLITE_NOTADB');
     expect(notDb.stderr()).not.toMatch(/\bat .+:\d+:\d+/);
+  }, 60_000);
+
+  it('serve in production makes no demo on an empty store: no key printed, none made, and says what to do', async () => {
+    const port = await freePort();
+    const file = join(dir, 'production.db');
+    const env = { CAREPATH_DATABASE_URL: `sqlite:${file}`, CAREPATH_PORT: String(port), CAREPATH_ENVIRONMENT: 'production', CAREPATH_SECRET_KEY: 'ab'.repeat(32) };
+    const production = start(['serve'], env);
+    running.push(production);
+    await waitFor(production, /no demo is made in production/);
+    expect(production.stdout()).not.toMatch(/cpk_/);
+    production.child.kill('SIGTERM');
+    expect(await production.exited).toBe(0);
+    const store = new Database(file, { readonly: true });
+    try {
+      expect(store.prepare('select count(*) as n from api_keys').get()).toEqual({ n: 0 });
+    } finally {
+      store.close();
+    }
   }, 60_000);
 
   it('serve seeds a demo once, answers the printed key over HTTP and stops with 0 on SIGTERM', async () => {

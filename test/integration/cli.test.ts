@@ -405,6 +405,16 @@ function suite(kind: StoreKind) {
             expect(notice).toContain(`-d '${JSON.stringify(body)}'`);
           }
 
+          // Audited, the full-access key above all, as the admin commands that do the same are.
+          const audited = await demo.db.selectFrom('audit_events').select(['action', 'resource_id', 'key_name']).where('workspace_id', '=', seed!.workspaceId).execute();
+          const done = (action: string) => audited.filter((row) => row.action === action).map((row) => row.resource_id).sort();
+          expect(done('workspace.create')).toEqual([seed!.workspaceId]);
+          expect(done('key.create')).toEqual([seed!.keyId]);
+          expect(done('blueprint.import')).toEqual(seed!.blueprints.map((blueprint) => blueprint.id).sort());
+          expect(done('trigger.create')).toEqual([seed!.trigger!.id]);
+          expect(new Set(audited.map((row) => row.key_name))).toEqual(new Set(['carepath']));
+          expect(JSON.stringify(audited)).not.toContain(seed!.key);
+
           expect(await seedDemoIfEmpty(demo)).toBeNull();
         } finally {
           await demo.close();
