@@ -57,11 +57,24 @@ export function storeUnavailable(databaseUrl: string, error: unknown): StoreUnav
   return uncoded ? new StoreUnavailableError(`${where}: ${uncoded[1]} [${words}]`) : null;
 }
 
-/** The URL as it may be printed: a PostgreSQL password (in the user part or a parameter) replaced by `***`. */
+/**
+ * The URL as it may be printed: a PostgreSQL password (in the user part or a parameter) replaced
+ * by `***`. The user part is cut as text first, up to the last `@`: a password written with a
+ * `#`, `/` or `?` unencoded ends the URL's authority early for a URL parser, which then showed the
+ * rest of it as a path or fragment (`u:***@ss#word@host`, an operations review).
+ */
 export function withoutPassword(databaseUrl: string): string {
+  const scheme = /^postgres(?:ql)?:\/\//.exec(databaseUrl)?.[0];
   if (!/^postgres(ql)?:/.test(databaseUrl)) return databaseUrl;
+  let masked = databaseUrl;
+  if (scheme) {
+    const rest = databaseUrl.slice(scheme.length);
+    const at = rest.lastIndexOf('@');
+    const colon = rest.indexOf(':');
+    if (at >= 0 && colon >= 0 && colon < at) masked = `${scheme}${rest.slice(0, colon)}:***${rest.slice(at)}`;
+  }
   try {
-    const url = new URL(databaseUrl);
+    const url = new URL(masked);
     if (url.password) url.password = '***';
     // libpq-style URLs may carry it as a parameter too.
     for (const name of [...url.searchParams.keys()]) if (name.toLowerCase() === 'password') url.searchParams.set(name, '***');

@@ -52,6 +52,11 @@ describe('storeUnavailable', () => {
     expect(withoutPassword('postgres://h/d?user=u&password=s3cret&sslmode=require')).toBe('postgres://h/d?user=u&password=***&sslmode=require');
     expect(withoutPassword('postgres://u:p@[bad')).toBe('postgres://… (not a valid URL)');
     expect(withoutPassword('sqlite::memory:')).toBe('sqlite::memory:');
+    // A password with #, / or ? written as is: no part of it may show.
+    for (const password of ['p@ss#word', 'pa/ss', 'pa?ss=1', 'p#1@2#3']) {
+      const shown = withoutPassword(`postgres://u:${password}@127.0.0.1:5432/x`);
+      expect(shown, password).toBe('postgres://u:***@127.0.0.1:5432/x');
+    }
   });
 });
 
