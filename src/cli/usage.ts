@@ -11,7 +11,7 @@ Usage:
   carepath worker     the automation worker and scheduler alone (scale-out)
   carepath migrate [--json]
                       bring the store's schema up to date, then exit
-  carepath admin …    tenants, workspaces, keys, blueprints, webhook and partner secrets, audit export
+  carepath admin …    workspaces (and their tenants), keys, blueprints, webhook and partner secrets, deliveries, audit export
   carepath help       this text
 
 Admin commands:

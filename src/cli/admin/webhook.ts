@@ -27,12 +27,21 @@ export interface WebhookRotated {
   oldSecretValidUntil: string;
 }
 
+/**
+ * The longest overlap: long enough to reconfigure every sender of a feed, short enough that a
+ * secret rotated because it leaked stops working. `P1000Y` was taken (an operations review).
+ */
+export const MAX_OVERLAP_DAYS = 30;
+
 /** An ISO 8601 duration (`PT24H`, `P2D`, `PT0S` to end the old secret at once) in milliseconds. */
 export function parseOverlap(text: string): number {
   const duration = Duration.fromISO(text);
   const ms = duration.isValid ? duration.toMillis() : Number.NaN;
   if (!Number.isFinite(ms) || ms < 0) {
     throw new UsageError(`--overlap must be an ISO 8601 duration such as PT24H or PT0S, got "${text}"`);
+  }
+  if (ms > MAX_OVERLAP_DAYS * 86_400_000) {
+    throw new UsageError(`--overlap may be at most P${MAX_OVERLAP_DAYS}D: the old secret, which may have leaked, stays valid that long; got "${text}"`);
   }
   return ms;
 }
