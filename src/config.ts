@@ -86,8 +86,18 @@ function checkedPublicUrl(text: string): string {
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 
+/** Whether `host` is a host a URL holds as written: an IP address (v6 without brackets) or a name. */
+function isUrlHost(host: string): boolean {
+  const written = host.includes(':') ? `[${host}]` : host;
+  return URL.canParse(`http://${written}/`) && new URL(`http://${written}/`).host === written.toLowerCase();
+}
+
 export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
   const host = env.CAREPATH_HOST || '127.0.0.1';
+  // A host no URL can hold (999.1.1.1) was blamed on CAREPATH_PUBLIC_URL, made from it.
+  if (!isUrlHost(host)) {
+    throw new ConfigError(`CAREPATH_HOST must be an IP address or a host name of this machine, such as 127.0.0.1 or 0.0.0.0, got "${host}"`);
+  }
   const portText = env.CAREPATH_PORT || '8080';
   const port = Number(portText);
   if (!Number.isInteger(port) || port < 0 || port > 65535) {

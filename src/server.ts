@@ -4,6 +4,7 @@
  */
 import type { Container } from './container.js';
 import { buildApp } from './http/app.js';
+import { ConfigError } from './config.js';
 
 export interface RunningServer {
   /** Where it listens, such as http://127.0.0.1:8080. */
@@ -24,8 +25,23 @@ export async function startServer(container: Container): Promise<RunningServer> 
     return { url, close: () => app.close() };
   } catch (error) {
     await app.close();
-    throw error;
+    throw listenProblem(error, container.config.host, container.config.port) ?? error;
   }
+}
+
+/**
+ * Why listening failed, as a sentence naming the variable to change, for the failures a setting
+ * causes: the port taken, or a host that is not this machine's. They read "failed: listen
+ * EADDRINUSE …" and "getaddrinfo ENOTFOUND …" (an operations review).
+ */
+function listenProblem(error: unknown, host: string, port: number): ConfigError | null {
+  const code = (error as { code?: unknown } | null)?.code;
+  if (code === 'EADDRINUSE') return new ConfigError(`CAREPATH_PORT ${port} on CAREPATH_HOST ${host} is in use by another process; stop it or choose another port`);
+  if (code === 'EACCES') return new ConfigError(`CAREPATH_PORT ${port} needs privileges this process lacks; choose a port above 1023`);
+  if (code === 'ENOTFOUND' || code === 'EADDRNOTAVAIL' || code === 'EAI_AGAIN') {
+    return new ConfigError(`CAREPATH_HOST ${host} is not an address of this machine (or its name does not resolve); use 127.0.0.1, 0.0.0.0 or one of its addresses`);
+  }
+  return null;
 }
 
 /** Exit codes of a process ended by a signal (128 + its number), used when a stop is forced. */

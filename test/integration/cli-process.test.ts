@@ -194,6 +194,12 @@ describe('the carepath process [sqlite]', () => {
     });
     expect(((await search.json()) as { results: { extId: string }[] }).results.map((hit) => hit.extId)).toEqual(['demo-patient']);
 
+    // A second service on the same port, on another store, is told which setting to change.
+    const samePort = start(['api'], { CAREPATH_DATABASE_URL: `sqlite:${join(dir, 'same-port.db')}`, CAREPATH_PORT: String(port) });
+    running.push(samePort);
+    expect(await samePort.exited).toBe(1);
+    expect(samePort.stderr().trim()).toBe(`carepath: CAREPATH_PORT ${port} on CAREPATH_HOST 127.0.0.1 is in use by another process; stop it or choose another port`);
+
     // A second long-running process on the same SQLite file is refused, in one sentence; the
     // admin commands still run beside the service.
     const twin = start(['worker'], env);

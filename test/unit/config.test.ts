@@ -64,6 +64,8 @@ describe('loadConfig', () => {
   it('refuses a bad port, environment, rate limit or log level, naming the variable', () => {
     refused({ CAREPATH_PORT: '70000' }, /^CAREPATH_PORT must be a port number/);
     refused({ CAREPATH_PORT: 'http' }, /^CAREPATH_PORT must be a port number/);
+    // Not blamed on CAREPATH_PUBLIC_URL, which is made from it.
+    for (const host of ['999.1.1.1', 'two words', 'a/b']) refused({ CAREPATH_HOST: host }, /^CAREPATH_HOST must be an IP address or a host name/);
     refused({ CAREPATH_ENVIRONMENT: 'prod' }, /^CAREPATH_ENVIRONMENT must be staging or production/);
     refused({ CAREPATH_RATE_LIMIT: '100 per second' }, /^CAREPATH_RATE_LIMIT must look like <requests>\/<seconds>s/);
     refused({ CAREPATH_RATE_LIMIT: '0/1s' }, /^CAREPATH_RATE_LIMIT/);

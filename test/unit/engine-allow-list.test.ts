@@ -54,4 +54,12 @@ describe('http allow-list', () => {
     expect(() => createAllowList(['10.0.0.0/33'])).toThrow(AllowListEntryError);
     expect(() => createAllowList(['nonsense/8'])).toThrow(AllowListEntryError);
   });
+
+  it('rejects at start an entry that is no host name, host:port, address or CIDR, naming it', () => {
+    for (const entry of ['exa mple.com', 'host:99999', 'host:0', 'not/a/cidr', 'http://lab.example', 'lab.example/path', '*.example.org', 'a..b']) {
+      expect(() => createAllowList([entry]), entry).toThrow(new AllowListEntryError(`CAREPATH_HTTP_ALLOW: "${entry}" is not a host name, host:port (port 1–65535), IP address or CIDR such as 10.0.0.0/8`));
+    }
+    // The forms it takes, in any case, with a trailing dot, an underscore, IPv6 in brackets.
+    expect(() => createAllowList(['Lab.Example.ORG', 'lab.example.', 'svc_a.internal:8443', '[::1]:9099', '::1', '10.1.2.3', 'localhost', '127.0.0.1:9099'])).not.toThrow();
+  });
 });

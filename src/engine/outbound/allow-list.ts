@@ -71,6 +71,22 @@ export interface AllowList {
 export class AllowListEntryError extends Error {}
 
 /** Builds the check from `CAREPATH_HTTP_ALLOW` entries; a malformed entry is an error at start. */
+/** A DNS name (letters, digits, `-` and `_` in dot-separated labels), or an IP address. */
+const HOST_NAME = /^(?=.{1,253}\.?$)[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?(?:\.[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?)*\.?$/;
+
+function isHostOrAddress(host: string): boolean {
+  return isIP(host) !== 0 || HOST_NAME.test(host);
+}
+
+/**
+ * An entry that is none of the forms: refused at start, naming it. A typo (`exa mple.com`,
+ * `host:99999`, `not/a/cidr`) was taken as a host name no call ever has, and the partner stayed
+ * refused with no word at start (an operations review).
+ */
+function malformed(raw: string): AllowListEntryError {
+  return new AllowListEntryError(`CAREPATH_HTTP_ALLOW: "${raw}" is not a host name, host:port (port 1–65535), IP address or CIDR such as 10.0.0.0/8`);
+}
+
 export function createAllowList(entries: readonly string[]): AllowList {
   const nonPublic = nonPublicRanges();
   const allowedRanges = new BlockList();
@@ -91,12 +107,15 @@ export function createAllowList(entries: readonly string[]): AllowList {
     }
     const hostPort = /^(\[[0-9a-f:.]+\]|[^:]+):(\d{1,5})$/.exec(entry);
     if (hostPort) {
-      hostPorts.add(`${unbracket(hostPort[1])}:${Number(hostPort[2])}`);
+      const port = Number(hostPort[2]);
+      if (!isHostOrAddress(unbracket(hostPort[1])) || port < 1 || port > 65_535) throw malformed(raw);
+      hostPorts.add(`${unbracket(hostPort[1])}:${port}`);
       continue;
     }
     const host = unbracket(entry);
     if (isIP(host) !== 0) allowedRanges.addAddress(host, isIP(host) === 4 ? 'ipv4' : 'ipv6');
-    else hosts.add(host);
+    else if (isHostOrAddress(host)) hosts.add(host);
+    else throw malformed(raw);
   }
 
   return {
