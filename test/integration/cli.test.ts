@@ -101,6 +101,22 @@ function suite(kind: StoreKind) {
         await expect(again).rejects.toThrow(first.workspaceId);
       });
 
+      it('lists every workspace with its tenant, or one tenant\'s: an id lost is found again', async () => {
+        const tenant = unique('Lost Ids Health');
+        const cardiology = await workspaceCreate(container, { tenant, name: 'Cardiology' });
+        const oncology = await workspaceCreate(container, { tenant, name: 'Oncology' });
+        const listed = JSON.parse(await runArgv(container, ['workspace', 'list', '--tenant', tenant, '--json']));
+        expect(listed).toEqual([
+          { workspaceId: cardiology.workspaceId, name: 'Cardiology', tenantId: cardiology.tenantId, tenant, createdAt: expect.any(String) },
+          { workspaceId: oncology.workspaceId, name: 'Oncology', tenantId: cardiology.tenantId, tenant, createdAt: expect.any(String) },
+        ]);
+        const all = JSON.parse(await runArgv(container, ['workspace', 'list', '--json'])) as { workspaceId: string }[];
+        expect(all.map((w) => w.workspaceId)).toEqual(expect.arrayContaining([cardiology.workspaceId, oncology.workspaceId]));
+        const text = await runArgv(container, ['workspace', 'list', '--tenant', tenant]);
+        expect(text).toContain(`${cardiology.workspaceId}  Cardiology  tenant "${tenant}"`);
+        expect(await runArgv(container, ['workspace', 'list', '--tenant', unique('nobody')])).toMatch(/^No workspaces in tenant ".+"\.\n$/);
+      });
+
       it('prints exactly the contract object with --json', async () => {
         const printed = await runArgv(container, ['workspace', 'create', '--tenant', unique('t'), '--name', 'w', '--json']);
         expect(printed.endsWith('\n')).toBe(true);

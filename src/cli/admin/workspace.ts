@@ -1,8 +1,8 @@
-/** `carepath admin workspace create`: a workspace in a tenant, the tenant made on first use. */
+/** `carepath admin workspace create|list`: a workspace in a tenant, the tenant made on first use; every workspace. */
 import type { Container } from '../../container.js';
-import { createWorkspace, ensureTenant, findWorkspaceByName } from '../../modules/tenancy/tenancy.repository.js';
+import { createWorkspace, ensureTenant, findWorkspaceByName, listWorkspaces } from '../../modules/tenancy/tenancy.repository.js';
 import { CommandError } from '../errors.js';
-import { checkName, requiredFlag, writeJson, type AdminCommand } from './command.js';
+import { checkName, optionalFlag, requiredFlag, writeJson, type AdminCommand } from './command.js';
 import { auditAdminChange } from './admin-audit.js';
 
 export interface WorkspaceCreateArgs {
@@ -56,4 +56,26 @@ const create: AdminCommand<WorkspaceCreateArgs> = {
   },
 };
 
-export const workspaceCommands: AdminCommand[] = [create];
+/**
+ * Every workspace, with its tenant: an operator who no longer has a workspace's id (every other
+ * command needs it) had no way to find it again (an operations review).
+ */
+const list: AdminCommand<{ tenant?: string }> = {
+  noun: 'workspace',
+  verb: 'list',
+  synopsis: '[--tenant <tenant name>] [--json]',
+  flags: ['tenant'],
+  positionals: [],
+  parse: (input) => {
+    const tenant = optionalFlag(input, 'tenant');
+    return { tenant: tenant === undefined ? undefined : checkName('--tenant', tenant) };
+  },
+  async execute(container, args, out, json) {
+    const workspaces = await listWorkspaces(container.db, args.tenant);
+    if (json) return writeJson(out, workspaces);
+    if (workspaces.length === 0) return void (await out.write(args.tenant === undefined ? 'No workspaces.\n' : `No workspaces in tenant "${args.tenant}".\n`));
+    await out.write(workspaces.map((w) => `${w.workspaceId}  ${w.name}  tenant "${w.tenant}" (${w.tenantId})  created ${w.createdAt}\n`).join(''));
+  },
+};
+
+export const workspaceCommands: AdminCommand[] = [create, list];

@@ -35,6 +35,18 @@ export async function findWorkspaceByName(db: DbOrTx, tenantId: string, name: st
     .executeTakeFirst();
 }
 
+/** Every workspace with its tenant, by tenant name then workspace name (`--tenant` narrows to one). */
+export async function listWorkspaces(db: DbOrTx, tenantName?: string) {
+  let select = db
+    .selectFrom('workspaces')
+    .innerJoin('tenants', 'tenants.id', 'workspaces.tenant_id')
+    .select(['workspaces.id as workspaceId', 'workspaces.name as name', 'tenants.id as tenantId', 'tenants.name as tenant', 'workspaces.created_at as createdAt'])
+    .orderBy('tenants.name')
+    .orderBy('workspaces.name');
+  if (tenantName !== undefined) select = select.where('tenants.name', '=', tenantName);
+  return select.execute();
+}
+
 export interface IssuedKey {
   keyId: string;
   key: string;
