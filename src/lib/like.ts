@@ -2,11 +2,12 @@ import { sql, type RawBuilder } from 'kysely';
 
 /**
  * Text as a case-insensitive match compares it: lower case for every script (not ASCII only), and
- * Greek final sigma as sigma, the one letter whose lower case depends on where it stands
- * (JavaScript applies that rule, PostgreSQL's `lower` does not).
+ * where JavaScript's lower case and PostgreSQL's differ, PostgreSQL's: Greek final sigma as sigma
+ * (JavaScript lowers by where the letter stands, PostgreSQL does not), and `İ` as `i`
+ * (JavaScript keeps its dot as U+0307: `q=İstanbul` missed "İstanbul" on PostgreSQL).
  */
 export function foldCase(text: string): string {
-  return text.toLowerCase().replace(/ς/g, 'σ');
+  return text.toLowerCase().replace(/ς/g, 'σ').replace(/i\u0307/g, 'i');
 }
 
 /** `foldCase` as an SQL function, given to every SQLite connection (storage/connect.ts). */

@@ -68,6 +68,10 @@ describeEachStore('firing a web trigger', (env) => {
     expect(afterDelete.statusCode).toBe(200);
     expect(afterDelete.json().runId).toBe(runId);
     expect((await fireWith('another-new-key', { v: 1 })).statusCode).toBe(404);
+    // The key sent to another trigger id gets that id's own answer, not a replay or a mismatch.
+    const elsewhere = await ws.call('POST', '/v1/triggers/0190c0de-0000-7000-8000-000000000009', { body: { payload: { v: 1 } }, headers: { 'idempotency-key': 'late-retry' } });
+    expect(elsewhere.statusCode).toBe(404);
+    expect(elsewhere.json().code).toBe('not_found');
     // Another workspace's key of the same name replays nothing of this one.
     const other = await env.workspace();
     const foreign = await other.call('POST', url, { body: { payload: { v: 1 } }, headers: { 'idempotency-key': 'late-retry' } });

@@ -94,6 +94,16 @@ describeEachStore('saved queries', (env) => {
       const found = await ws.call('GET', `/v1/queries?q=${encodeURIComponent(words)}`);
       expect(found.json().data.map((q: { queryId: string }) => q.queryId), words).toEqual([accented.queryId]);
     }
+    // Dotted capital I: its exact name, and in any case (JavaScript lowers it to i + U+0307).
+    const dotted = await createQuery(ws, { name: 'İstanbul clinic', resourceType: 'Patient' });
+    for (const words of ['İstanbul', 'istanbul', 'İSTANBUL']) {
+      const found = await ws.call('GET', `/v1/queries?q=${encodeURIComponent(words)}`);
+      expect(found.json().data.map((q: { queryId: string }) => q.queryId), words).toEqual([dotted.queryId]);
+    }
+    for (const words of ['ärzte']) {
+      const found = await ws.call('GET', `/v1/queries?q=${encodeURIComponent(words)}`);
+      expect(found.json().data.map((q: { queryId: string }) => q.queryId), words).toEqual([accented.queryId]);
+    }
   });
 
   it('updates only the fields sent; an empty filter list clears the filters', async () => {

@@ -57,8 +57,10 @@ export async function fireTrigger(
     // The retry of a request that made its run before the trigger was deactivated or deleted
     // answers that run: same key, same body, the original run (interface spec "Fire", rule 2).
     // A client whose first answer was lost in a timeout must not be told no run exists.
+    // Only a key used on this very trigger: to any other id (unknown, or a search trigger) the
+    // refusal is the trigger's, as it would be without the key.
     const claim = key === undefined ? undefined : await findClaim(deps.db, ctx.workspaceId, key);
-    if (claim) return replay(deps.db, ctx, claim, fireFingerprint(triggerId, input));
+    if (claim?.triggerId === triggerId) return replay(deps.db, ctx, claim, fireFingerprint(triggerId, input));
     throw trigger;
   }
 
