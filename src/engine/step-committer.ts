@@ -30,7 +30,7 @@ import { GUARDED_RUN_CHANGES, guardOf, isPlainWrite, type StepWrite } from './st
 import { interruptWaits } from './sql/interrupt-waits.js';
 import { finishStepRow, insertSteps, interruptStepRow } from './sql/step-rows.js';
 import { memoText, repeatRows, runSql } from './sql/prepared.js';
-import { isConflictError } from '../lib/store-errors.js';
+import { isConflictError, storeWaitMs } from '../lib/store-errors.js';
 
 export type { StepFinish, StepWrite } from './step-write.js';
 
@@ -77,7 +77,20 @@ export class StepCommitter {
       const applied = await commitBatchGivingWay(this.db, writes);
       batch.forEach((pending) => pending.resolve(applied.has(pending.write.lease.runId)));
     } catch (error) {
-      for (const pending of batch) pending.reject(error);
+      if (batch.length === 1 || storeWaitMs(error) !== null) {
+        for (const pending of batch) pending.reject(error);
+      } else {
+        // One write the store refuses (a bug its data brings out) failed every run of the batch,
+        // and, let go at the same moment, they met in one batch again at every retry: healthy
+        // runs never finished (a verification round). Each is committed alone now, and only the
+        // one that fails alone fails. A store that did not answer fails them all, as it would.
+        for (const pending of batch) {
+          await commitBatchGivingWay(this.db, [pending.write]).then(
+            (applied) => pending.resolve(applied.has(pending.write.lease.runId)),
+            (alone: unknown) => pending.reject(alone),
+          );
+        }
+      }
     } finally {
       this.inFlight--;
       this.schedule();

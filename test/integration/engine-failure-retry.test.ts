@@ -120,6 +120,35 @@ describeEachStore('a run whose execution keeps failing', (env) => {
     expect((await getRun(ws, runId)).automationStatus).toBe('completed');
   });
 
+  it('fails alone: the runs committed in the same batch as a failing one go on', async () => {
+    // The batch's one failure failed every run in it, and (let go at the same moment) they met
+    // in one batch again at every retry, so healthy runs never finished.
+    const ws = await env.workspace();
+    const poisoned = await webTriggerFor(ws, simpleBlueprint('Poisoned', [{ id: 'poison', type: 'tag', with: { target: 'pathway', add: ['x'] } }]));
+    const healthy = await webTriggerFor(ws, tagging());
+    const poisonRun = await fire(ws, poisoned.triggerId, { n: 1 });
+    const healthyRuns = [];
+    for (let i = 0; i < 5; i++) healthyRuns.push(await fire(ws, healthy.triggerId, { n: i }));
+    if (env.kind === 'sqlite') {
+      await sql`create trigger refuse_poison before insert on run_steps when new.automation_id = 'poison' begin select raise(abort, 'injected'); end`.execute(env.db);
+    } else {
+      await sql`create function refuse_poison() returns trigger language plpgsql as $$ begin if new.automation_id = 'poison' then raise exception 'injected'; end if; return new; end $$`.execute(env.db);
+      await sql`create trigger refuse_poison before insert on run_steps for each row execute function refuse_poison()`.execute(env.db);
+    }
+    try {
+      expect(await testWorker(env).runOnce()).toBe(6);
+    } finally {
+      await sql.raw(env.kind === 'sqlite' ? 'drop trigger refuse_poison' : 'drop trigger refuse_poison on run_steps; drop function refuse_poison()').execute(env.db);
+    }
+    for (const runId of healthyRuns) {
+      expect((await getRun(ws, runId)).automationStatus).toBe('completed');
+      expect((await engineRow(env, runId)).failures).toBe(0);
+    }
+    expect(await engineRow(env, poisonRun)).toMatchObject({ automation_status: 'scheduled', failures: 1 });
+    // Out of the way of the gauge's count below.
+    expect((await ws.call('POST', `/v1/runs/${poisonRun}/cancel`)).statusCode).toBe(200);
+  });
+
   it('counts in /metrics only runs a worker would try again (a failing run canceled meanwhile is not)', async () => {
     const ws = await env.workspace();
     const { triggerId } = await webTriggerFor(ws, tagging());
