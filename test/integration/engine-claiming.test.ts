@@ -47,6 +47,9 @@ describeEachStore('engine: claiming', (env) => {
       expect((await Promise.all(slowRuns.map((id) => getRun(ws, id)))).map((run) => run.automationStatus)).toEqual(['running', 'running', 'running']);
     } finally {
       await worker.stop();
+      // A stopped worker lets go of calls that would try again (their 3 s answers time out);
+      // canceled, they do not take the next test's worker's slots.
+      for (const runId of slowRuns) await ws.call('POST', `/v1/runs/${runId}/cancel`);
     }
   });
 
