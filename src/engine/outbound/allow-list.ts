@@ -70,8 +70,7 @@ export interface AllowList {
 
 export class AllowListEntryError extends Error {}
 
-/** Builds the check from `CAREPATH_HTTP_ALLOW` entries; a malformed entry is an error at start. */
-/** A DNS name (letters, digits, `-` and `_` in dot-separated labels), or an IP address. */
+/** A DNS name: letters, digits, `-` and `_` in dot-separated labels. */
 const HOST_NAME = /^(?=.{1,253}\.?$)[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?(?:\.[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?)*\.?$/;
 
 function isHostOrAddress(host: string): boolean {
@@ -87,6 +86,7 @@ function malformed(raw: string): AllowListEntryError {
   return new AllowListEntryError(`CAREPATH_HTTP_ALLOW: "${raw}" is not a host name, host:port (port 1–65535), IP address or CIDR such as 10.0.0.0/8`);
 }
 
+/** Builds the check from `CAREPATH_HTTP_ALLOW` entries; a malformed entry is an error at start. */
 export function createAllowList(entries: readonly string[]): AllowList {
   const nonPublic = nonPublicRanges();
   const allowedRanges = new BlockList();
@@ -107,14 +107,14 @@ export function createAllowList(entries: readonly string[]): AllowList {
     }
     const hostPort = /^(\[[0-9a-f:.]+\]|[^:]+):(\d{1,5})$/.exec(entry);
     if (hostPort) {
-      const port = Number(hostPort[2]);
-      if (!isHostOrAddress(unbracket(hostPort[1])) || port < 1 || port > 65_535) throw malformed(raw);
-      hostPorts.add(`${unbracket(hostPort[1])}:${port}`);
+      const [target, port] = [unbracket(hostPort[1]), Number(hostPort[2])];
+      if (!isHostOrAddress(target) || port < 1 || port > 65_535) throw malformed(raw);
+      hostPorts.add(`${target}:${port}`);
       continue;
     }
     const host = unbracket(entry);
     if (isIP(host) !== 0) allowedRanges.addAddress(host, isIP(host) === 4 ? 'ipv4' : 'ipv6');
-    else if (isHostOrAddress(host)) hosts.add(host);
+    else if (HOST_NAME.test(host)) hosts.add(host);
     else throw malformed(raw);
   }
 
