@@ -72,10 +72,13 @@ export async function runService(config: Config, parts: ServiceParts, print: (te
     if (parts.http && !parts.background) forwarding = await startStoreSignals(container);
     // Seeded after listening succeeds: a port already in use must not swallow the only copy of the key.
     // No demo in production: a full-access key nobody asked for, printed where a log collector reads.
-    const seed = parts.seedDemo && config.environment !== 'production' ? await seedDemoIfEmpty(container) : null;
-    if (seed) print(demoNotice(seed, config.publicUrl));
-    else if (parts.seedDemo && (await countTenants(container.db)) === 0) {
-      container.logger.info('the store has no workspace yet (no demo is made in production): carepath admin workspace create --tenant <name> --name <name>, then carepath admin key create');
+    if (parts.seedDemo && config.environment === 'production') {
+      if ((await countTenants(container.db)) === 0) {
+        container.logger.info('the store has no workspace yet (no demo is made in production): carepath admin workspace create --tenant <name> --name <name>, then carepath admin key create');
+      }
+    } else if (parts.seedDemo) {
+      const seed = await seedDemoIfEmpty(container);
+      if (seed) print(demoNotice(seed, config.publicUrl));
     }
     if (parts.background && lock) {
       // SQLite: this process holds the file's lock, so any lease in it is a dead process's.
