@@ -145,6 +145,25 @@ describe('delivery reader', () => {
     }
   });
 
+  it('answers a shape at once while its thread compiles the validation, and digests the body after', async () => {
+    const reader = threadReader();
+    const settled: string[] = [];
+    const warmed = reader.warm().then(() => settled.push('warmed'));
+    const read = reader.read(transaction);
+    const refused = reader.read('{"resourceType": ');
+    const shapeOnly = reader.read(transaction, { digest: false });
+    const shaped = read.shaped.then((accepted) => settled.push(`shaped ${accepted}`));
+    await expect(refused.shaped).rejects.toMatchObject({ code: 'invalid_request' });
+    expect(await shapeOnly.shaped).toBe(4);
+    await Promise.all([warmed, shaped]);
+    // Before, the shape came after the compile (seconds): the thread answers in order.
+    expect(settled).toEqual(['shaped 4', 'warmed']);
+    expect(await read.digest()).toEqual(await inline.read(transaction).digest());
+    await expect(shapeOnly.digest()).rejects.toThrow(/shape only/);
+    // Once warm, bodies go to the thread for their shape as before.
+    expect(await reader.read(transaction).shaped).toBe(4);
+  });
+
   it('warms its validation on the thread, and reads on the calling thread once closed', async () => {
     const reader = threadReader();
     expect(await reader.warm()).toBeGreaterThan(0);

@@ -89,9 +89,7 @@ export function inlineDeliveryReader(validatorOf: () => FhirValidator = memoVali
       try {
         parsed = readDeliveryBody(body, options.stored ?? false);
       } catch (error) {
-        const refused = Promise.reject(error instanceof ApiError ? error : brokenError('shape', (error as Error)?.name ?? 'Error'));
-        refused.catch(noop);
-        return { shaped: refused, digest: () => refused as Promise<never> };
+        return refusedRead(error);
       }
       let digest: Promise<DeliveryDigest> | undefined;
       return {
@@ -105,6 +103,13 @@ export function inlineDeliveryReader(validatorOf: () => FhirValidator = memoVali
     },
     async close() {},
   };
+}
+
+/** A body whose shape was refused: its shape and its digest reject alike. */
+function refusedRead(error: unknown): DeliveryRead {
+  const refused = Promise.reject(error instanceof ApiError ? error : brokenError('shape', (error as Error)?.name ?? 'Error'));
+  refused.catch(noop);
+  return { shaped: refused, digest: () => refused as Promise<never> };
 }
 
 function memoValidator(): () => FhirValidator {
@@ -160,8 +165,25 @@ export class ThreadDeliveryReader implements DeliveryReader {
 
   read(body: string, options: ReadOptions = {}): DeliveryRead {
     if (!this.threaded) return this.inline.read(body, options);
+    // While the thread compiles the FHIR validation (seconds, at a process's start), a body sent
+    // to it would wait behind the compile for its shape, and its sender for the 202 (11 s on a
+    // slow machine, past many senders' timeouts). Meanwhile the shape is read here; the thread
+    // reads the body again for its digest once compiled.
+    let shapedHere: number | undefined;
+    if (this.warming.size > 0) {
+      try {
+        shapedHere = readDeliveryBody(body, options.stored ?? false).items.length;
+      } catch (error) {
+        return refusedRead(error);
+      }
+      if (options.digest === false) return { shaped: Promise.resolve(shapedHere), digest: () => NOT_DIGESTED };
+    }
     const id = this.nextId++;
     const job: Job = { body, options, shaped: settleable<number>(), digest: settleable<DeliveryDigest>(), shapeSettled: false };
+    if (shapedHere !== undefined) {
+      job.shaped.resolve(shapedHere);
+      job.shapeSettled = true;
+    }
     this.jobs.set(id, job);
     // The text, not the bytes: the intake decodes them anyway (the text is what is stored), and a
     // string crosses to a thread as a plain copy.
