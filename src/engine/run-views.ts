@@ -106,11 +106,18 @@ export interface GraphView {
   links: unknown[];
 }
 
+/** A diagram's graph; for an instance, also whose run it is (the reader audits it: node states tell which branch ran). */
+export interface DiagramGraph {
+  graph: GraphView;
+  /** Set for an instance: the run's patient record, or null when the run has none. */
+  instance: { subjectRecordId: string | null } | null;
+}
+
 /**
  * A blueprint's current version, or an instance's frozen version with node states. Null when
  * the id is not a diagram of the workspace.
  */
-export async function diagramGraph(db: DbOrTx, workspaceId: string, id: string): Promise<GraphView | null> {
+export async function diagramGraph(db: DbOrTx, workspaceId: string, id: string): Promise<DiagramGraph | null> {
   const diagram = await findDiagram(db, workspaceId, id);
   if (!diagram) return null;
   const blueprintId = diagram.type === 'instance' ? diagram.sourceId : diagram.id;
@@ -124,11 +131,15 @@ export async function diagramGraph(db: DbOrTx, workspaceId: string, id: string):
     nodes: stored.nodes,
     links: stored.links,
   };
-  if (diagram.type !== 'instance') return graph;
-  const run = await db.selectFrom('runs').select(['engine_state', 'automation_status', 'updated_at']).where('id', '=', id).executeTakeFirst();
+  if (diagram.type !== 'instance') return { graph, instance: null };
+  const run = await db
+    .selectFrom('runs')
+    .select(['engine_state', 'automation_status', 'updated_at', 'subject_record_id'])
+    .where('id', '=', id)
+    .executeTakeFirst();
   const state = parseEngineState(run?.engine_state ?? null);
   const endedAt = run && isTerminal(run.automation_status) ? run.updated_at : null;
-  return {
+  const withStates: GraphView = {
     ...graph,
     nodes: stored.nodes.map((node) => {
       const progress = state?.nodes[node.id];
@@ -145,4 +156,5 @@ export async function diagramGraph(db: DbOrTx, workspaceId: string, id: string):
       };
     }),
   };
+  return { graph: withStates, instance: { subjectRecordId: run?.subject_record_id ?? null } };
 }

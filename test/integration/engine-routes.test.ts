@@ -142,6 +142,32 @@ describeEachStore('engine: steps and graph endpoints', (env) => {
     expect((await other.call('GET', '/v1/audit-events?action=run.steps.read')).json().data).toEqual([]);
   });
 
+  it("audits each read of an instance's graph, whose node states tell which way the run went; a blueprint's graph is not", async () => {
+    const ws = await env.workspace();
+    const other = await env.workspace();
+    const { triggerId, blueprintId } = await webTriggerFor(ws, blueprint);
+    const patientId = await patient(env, ws, 'graph-patient');
+    const runId = await fire(ws, triggerId, { subject: { reference: 'Patient/graph-patient' } });
+    await testWorker(env).drain();
+    const reader = await ws.keyWith(['diagrams:read']);
+    expect((await ws.call('GET', `/v1/diagrams/${runId}/graph`, { key: reader.key, headers: { 'x-request-id': 'graph-read-1' } })).statusCode).toBe(200);
+    expect((await ws.call('GET', `/v1/diagrams/${blueprintId}/graph`, { key: reader.key })).statusCode).toBe(200);
+    expect((await other.call('GET', `/v1/diagrams/${runId}/graph`)).statusCode).toBe(404);
+    expect((await ws.call('GET', `/v1/diagrams/${runId}/graph`, { key: (await ws.keyWith(['runs:read'])).key })).statusCode).toBe(403);
+    const events = (await ws.call('GET', '/v1/audit-events?action=run.graph.read')).json().data;
+    expect(events).toEqual([
+      expect.objectContaining({
+        action: 'run.graph.read',
+        requestId: 'graph-read-1',
+        keyId: reader.keyId,
+        resourceType: 'run',
+        resourceId: runId,
+        details: { subjectRecordId: patientId },
+      }),
+    ]);
+    expect((await other.call('GET', '/v1/audit-events?action=run.graph.read')).json().data).toEqual([]);
+  });
+
   it("audits each errored run answered, whose message may hold data; runs without an error stay unaudited", async () => {
     const ws = await env.workspace();
     const failing = await webTriggerFor(ws, chain('Escalate', [{ id: 'escalate', kind: 'action', automations: [{ id: 'stop-here', type: 'fail', with: { message: 'HbA1c {{payload.value}} for {{subject.extId}}' } }] }]));

@@ -106,15 +106,25 @@ export function registerEngineRoutes(api: Api, container: Container): void {
         tags: ['Diagrams'],
         operationId: 'getDiagramGraph',
         summary: 'The graph of a diagram in the blueprint file format; for an instance, each node with its state and times',
+        description:
+          "An instance's node states tell which branches its run took (a decision on a lab value): each read of an instance's graph " +
+          'is audited as run.graph.read (the run, its patient record, the key), like its step timeline. A blueprint\'s graph is not.',
         params: IdParams('id'),
         response: { 200: GraphSchema, ...commonErrors },
       },
     },
     async (request) => {
-      const graph = await diagramGraph(container.db, request.ctx.workspaceId, request.params.id);
-      if (!graph) throw notFound('diagram');
+      const found = await diagramGraph(container.db, request.ctx.workspaceId, request.params.id);
+      if (!found) throw notFound('diagram');
+      if (found.instance) {
+        // Which nodes ran, were skipped or wait says which way the run's data went (a security
+        // review): recorded before it is handed out, as for the step timeline.
+        await recordAudit(container.db, request.ctx, container.clock.now().toISOString(), [
+          { action: 'run.graph.read', resourceType: 'run', resourceId: request.params.id, details: { subjectRecordId: found.instance.subjectRecordId } },
+        ]);
+      }
       // The stored file was validated at import; the schema serialises exactly its fields.
-      return graph as Static<typeof GraphSchema>;
+      return found.graph as Static<typeof GraphSchema>;
     },
   );
 }

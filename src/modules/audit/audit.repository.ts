@@ -14,6 +14,7 @@ export type AuditAction =
   | 'search.execute'
   // Reads that hand out health data beyond search: a run's step timeline, an errored run's message.
   | 'run.steps.read'
+  | 'run.graph.read'
   | 'run.error.read'
   // Set-up changes through the API (setup-audit.ts) and admin commands (cli/admin):
   | `${'trigger' | 'query' | 'webhook'}.${'create' | 'update' | 'delete'}`
