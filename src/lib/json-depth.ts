@@ -6,8 +6,9 @@
  * recursively, and a body of 50 KB nested 4,000 levels deep overflowed the stack there and was a
  * 500. An API body is refused at the door instead (400), before anything walks it. No run
  * payload comes near the limit: even a FHIR resource in one, with contained resources and
- * nested extensions, is a few dozen levels deep. (Deliveries skip an entry nested too deeply to
- * validate and process the rest: ingestion/check-items.ts.)
+ * nested extensions, is a few dozen levels deep. A delivered resource nested deeper is skipped
+ * (ingestion/fhir-validate.ts), and the rest of its delivery processed: it would become a run's
+ * payload.
  */
 export const MAX_JSON_DEPTH = 100;
 
@@ -37,3 +38,19 @@ export function jsonNestsDeeperThan(text: string, limit = MAX_JSON_DEPTH): boole
   }
   return false;
 }
+
+/**
+ * True when objects and arrays in a parsed value nest deeper than `limit` (the same count as
+ * `jsonNestsDeeperThan` over its text). It recurses, but never more than `limit` levels.
+ */
+export function valueNestsDeeperThan(value: unknown, limit = MAX_JSON_DEPTH): boolean {
+  if (value === null || typeof value !== 'object') return false;
+  if (limit === 0) return true;
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) if (valueNestsDeeperThan(value[i], limit - 1)) return true;
+    return false;
+  }
+  for (const key in value) if (valueNestsDeeperThan((value as Record<string, unknown>)[key], limit - 1)) return true;
+  return false;
+}
+

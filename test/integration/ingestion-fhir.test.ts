@@ -154,24 +154,27 @@ describeEachStore('FHIR R4 ingestion of real data', (env) => {
     expect((await search(ws, 'Patient')).results.map((hit) => hit.extId).sort()).toEqual(['plain-ok', 'text-ok']);
   });
 
-  it('survives deep nesting: a resource nested beyond validation is skipped; bundles nest two deep at most', async () => {
+  it('survives deep nesting: a resource nested deeper than 100 levels is skipped; bundles nest two deep at most', async () => {
     const ws = await env.workspace();
     const feed = await createEndpoint(ws);
-    const depth = 50_000;
-    const deep =
-      '{"resourceType":"Basic","id":"deep","code":{"text":"deep"},"extension":[' +
-      '{"url":"http://example.org/x","extension":['.repeat(depth) +
-      '{"url":"http://example.org/x","valueString":"leaf"}' +
-      ']}'.repeat(depth) +
-      ']}';
-    const raw = `{"resourceType":"Bundle","type":"collection","entry":[{"resource":${JSON.stringify({ resourceType: 'Patient', id: 'shallow' })}},{"resource":${deep}}]}`;
-    const res = await deliver(env, feed, undefined, { raw });
-    expect(res.statusCode, res.body).toBe(202);
-    await processorFor(env).drain();
-    expect(await lastDelivery(ws, feed)).toMatchObject({
-      status: 'processed',
-      skipped: [{ index: 1, message: 'resource is nested too deeply to validate' }],
-    });
+    // 51 nestings are 104 levels; 1,500 passed the schema on the reader's thread and became a
+    // run payload the serving thread could not write; 50,000 overflowed the schema's stack.
+    for (const depth of [51, 1_500, 50_000]) {
+      const deep =
+        `{"resourceType":"Basic","id":"deep-${depth}","code":{"text":"deep"},"extension":[` +
+        '{"url":"http://example.org/x","extension":['.repeat(depth) +
+        '{"url":"http://example.org/x","valueString":"leaf"}' +
+        ']}'.repeat(depth) +
+        ']}';
+      const raw = `{"resourceType":"Bundle","type":"collection","entry":[{"resource":${JSON.stringify({ resourceType: 'Patient', id: 'shallow' })}},{"resource":${deep}}]}`;
+      const res = await deliver(env, feed, undefined, { raw });
+      expect(res.statusCode, res.body).toBe(202);
+      await processorFor(env).drain();
+      expect(await lastDelivery(ws, feed)).toMatchObject({
+        status: 'processed',
+        skipped: [{ index: 1, message: 'resource nests objects and arrays deeper than 100 levels' }],
+      });
+    }
     expect((await search(ws, 'Patient')).total).toBe(1);
 
     const nested = (level: number): Resource =>

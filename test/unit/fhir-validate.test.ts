@@ -4,6 +4,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { parseDeliveryBody, type FhirResource } from '../../src/ingestion/delivery-body.js';
 import { createFhirValidator, type FhirValidator } from '../../src/ingestion/fhir-validate.js';
 import { SYNTHEA_FIXTURES } from '../helpers/shared-files.js';
+import { jsonNestsDeeperThan, valueNestsDeeperThan } from '../../src/lib/json-depth.js';
 
 const EXAMPLES = join(process.cwd(), 'node_modules/hl7.fhir.r4.examples');
 const SYNTHEA = SYNTHEA_FIXTURES;
@@ -108,11 +109,29 @@ describe('createFhirValidator: invalid resources', () => {
     expect(results[2]).toEqual({ valid: false, message: '/(unnamed): is not an element of this type (additionalProperties)' });
   });
 
-  it('answers for absurdly deep input instead of overflowing the stack', () => {
+  /** A Patient whose extensions nest: `levels` objects and arrays deep in all. */
+  function deepPatient(levels: number): Record<string, unknown> {
+    // The Patient (1), its extension array (2) and the leaf extension (3), then two levels a nesting.
     let extension: Record<string, unknown> = { url: 'http://example.org/leaf', valueString: 'x' };
-    for (let i = 0; i < 50_000; i++) extension = { url: 'http://example.org/nest', extension: [extension] };
-    const result = validator.validate({ resourceType: 'Patient', id: 'deep', extension: [extension] });
-    expect(result).toEqual({ valid: false, message: 'resource is nested too deeply to validate' });
+    for (let depth = 3; depth < levels; depth += 2) extension = { url: 'http://example.org/nest', extension: [extension] };
+    return { resourceType: 'Patient', id: 'deep', extension: [extension] };
+  }
+
+  it('refuses a resource nested deeper than 100 levels, as API bodies are, at any depth and on any thread', () => {
+    const limit = deepPatient(99);
+    expect(jsonNestsDeeperThan(JSON.stringify(limit), 100)).toBe(false);
+    expect(jsonNestsDeeperThan(JSON.stringify(limit), 98)).toBe(true);
+    expect(validator.validate(limit)).toEqual({ valid: true });
+    const message = 'resource nests objects and arrays deeper than 100 levels';
+    // 3,000 levels passed the schema on a reader thread (more stack) and became a run payload.
+    expect(jsonNestsDeeperThan(JSON.stringify(deepPatient(101)), 100)).toBe(true);
+    for (const levels of [101, 3_001, 50_001]) expect(validator.validate(deepPatient(levels))).toEqual({ valid: false, message });
+  });
+
+  it('counts depth as the text check does', () => {
+    for (const value of [1, 'x', null, [], {}, [[]], { a: [{ b: {} }] }, [1, [2, [3, [4]]]], { a: 1, b: { c: [null, { d: 'e' }] } }]) {
+      for (let limit = 0; limit < 6; limit++) expect(valueNestsDeeperThan(value, limit), `${JSON.stringify(value)} > ${limit}`).toBe(jsonNestsDeeperThan(JSON.stringify(value), limit));
+    }
   });
 });
 
