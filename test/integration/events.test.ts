@@ -80,7 +80,8 @@ describeEachStore('events raised from deliveries', (env) => {
     const res = await ws.call('GET', '/v1/events/catalog', { key: narrow.key });
     expect(res.statusCode).toBe(200);
     const events = res.json().data.map((entry: { event: string }) => entry.event);
-    expect(events).toEqual(expect.arrayContaining(['Encounter.finished', 'Observation.final', 'Appointment.booked', 'Patient.created', 'Patient.deleted']));
+    expect(events).toEqual(expect.arrayContaining(['Encounter.finished', 'Observation.final', 'Appointment.booked', 'Patient.created', 'Patient.deleted', 'Coverage.active']));
+    expect(events).not.toContain('Condition.active');
     const encounters = await ws.call('GET', '/v1/events/catalog?resourceType=Encounter');
     expect(encounters.json().data.every((entry: { event: string }) => entry.event.startsWith('Encounter.'))).toBe(true);
     expect(encounters.json().data.length).toBeGreaterThan(3);

@@ -52,6 +52,9 @@ describeEachStore('triggers', (env) => {
       [{ name: 'x', sourceId: blueprintId, type: 'event', event: 'not an event' }, /^body\.event must be an event name, <ResourceType>\.<event>, such as Encounter\.finished/],
       // Well-formed, but never raised: a trigger on it would wait forever without a word.
       [{ name: 'x', sourceId: blueprintId, type: 'event', event: 'Observation.finalised' }, /^body\.event Observation has no status "finalised": its events are created, updated, deleted, registered, preliminary, final,/],
+      // Condition has clinicalStatus, not status: Condition.active was taken and never fired.
+      [{ name: 'x', sourceId: blueprintId, type: 'event', event: 'Condition.active' }, /^body\.event Condition has no status element, so it raises no status events: its events are created, updated and deleted/],
+      [{ name: 'x', sourceId: blueprintId, type: 'event', event: 'Coverage.expired' }, /^body\.event Coverage has no status "expired": its events are created, updated, deleted, active, cancelled, draft, entered-in-error$/],
       [{ name: 'x', sourceId: blueprintId, type: 'event', event: 'Labresult.final' }, /^body\.event "Labresult" is not a FHIR R4 resource type/],
       [{ name: 'x', sourceId: blueprintId, type: 'event', event: 'MedicationrEquest.active' }, /names are case-sensitive: MedicationRequest$/],
       [{ name: 'x', sourceId: blueprintId, type: 'event', event: 'encounter.finished' }, /^body\.event "encounter" is not a FHIR R4 resource type; names are case-sensitive: Encounter$/],
