@@ -347,6 +347,27 @@ describeEachStore('engine: automations', (env) => {
     expect(await recordTags(env, runId)).toEqual(['errored']);
   });
 
+  it('start_pathway chains are at most 10 runs long: a blueprint that starts its own trigger stops there', async () => {
+    const ws = await env.workspace();
+    // A review started 11,868 runs from one fire of this blueprint before deactivating its trigger.
+    const { triggerId } = await webTriggerFor(ws, chain('Loop', [
+      { id: 'again', automations: [{ id: 'go', type: 'start_pathway', with: { triggerId: '{{payload.next}}', payload: { next: '{{payload.next}}' } } }] },
+    ]));
+    const first = await fire(ws, triggerId, { next: triggerId });
+    await testWorker(env).drain();
+    const runs = await env.db.selectFrom('runs').select(['id', 'automation_status', 'error', 'idempotency_key']).where('trigger_id', '=', triggerId).orderBy('id').execute();
+    expect(runs).toHaveLength(10);
+    expect(runs[0].id).toBe(first);
+    expect(runs.slice(0, 9).map((run) => run.automation_status)).toEqual(Array(9).fill('completed'));
+    expect(runs[9].automation_status).toBe('errored');
+    expect(JSON.parse(runs[9].error!).message).toBe(
+      `start_pathway of trigger ${triggerId}: this run is the 10th of a chain of runs started by one another, the most there may be ` +
+        '(a blueprint that starts its own trigger, directly or through others, would start runs for ever)',
+    );
+    // Each run was started by the one before it.
+    for (let i = 1; i < 10; i++) expect(runs[i].idempotency_key).toBe(`${runs[i - 1].id}:again:go`);
+  });
+
   it('start_pathway of an unknown trigger errors the step', async () => {
     const ws = await env.workspace();
     const { triggerId } = await webTriggerFor(ws, chain('Bad child', [

@@ -4,6 +4,11 @@
  * `<runId>:<nodeId>:<automationId>`: a step repeated after a lost worker finds the run it made
  * the first time and never starts a second one. The new run's subject is the one its payload
  * names (`payload.subject`), else this run's subject is passed on.
+ *
+ * Runs that start one another form a chain, at most MAX_PATHWAY_CHAIN runs long: a blueprint
+ * that starts its own trigger, directly or through others, started 650 runs a second until its
+ * trigger was deactivated (a review: 11,868 runs from one fire). The chain is read back through
+ * the runs' idempotency keys, which name the run that started each (`<runId>:…`).
  */
 import type { StartPathwayWith } from '../../modules/blueprints/blueprint.js';
 import { ApiError } from '../../lib/errors.js';
@@ -12,11 +17,41 @@ import { fireTrigger } from '../../modules/triggers/fire.service.js';
 import { listRuns } from '../../modules/runs/run.repository.js';
 import { findWorkspace } from '../../modules/tenancy/tenancy.repository.js';
 import { filledSettings, StepFailure, type AutomationHandler } from './automation.js';
+import type { EngineServices } from '../engine-services.js';
+
+/** The most runs in one chain of runs started by one another (the first one included). */
+export const MAX_PATHWAY_CHAIN = 10;
+
+const STARTED_BY = /^([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}):/;
+
+/**
+ * How many runs of the chain came before this one, counted up to `MAX_PATHWAY_CHAIN` (one point
+ * read per run). A key a caller chose in that form makes a run look started by another run of
+ * the workspace: it can only shorten that caller's own chains.
+ */
+async function runsBefore(db: EngineServices['db'], workspaceId: string, runId: string): Promise<number> {
+  let count = 0;
+  let current = runId;
+  while (count < MAX_PATHWAY_CHAIN) {
+    const run = await db.selectFrom('runs').select('idempotency_key').where('workspace_id', '=', workspaceId).where('id', '=', current).executeTakeFirst();
+    const parent = run?.idempotency_key ? STARTED_BY.exec(run.idempotency_key)?.[1] : undefined;
+    if (!parent || parent === current) return count;
+    count++;
+    current = parent;
+  }
+  return count;
+}
 
 export const startPathwayAutomation: AutomationHandler = {
   mode: 'call',
   async call(step, services) {
     const settings = filledSettings<StartPathwayWith>(step);
+    if ((await runsBefore(services.db, step.run.workspaceId, step.run.id)) >= MAX_PATHWAY_CHAIN - 1) {
+      throw new StepFailure(
+        `start_pathway of trigger ${settings.triggerId}: this run is the ${MAX_PATHWAY_CHAIN}th of a chain of runs started by one another, ` +
+          `the most there may be (a blueprint that starts its own trigger, directly or through others, would start runs for ever)`,
+      );
+    }
     const workspace = await findWorkspace(services.db, step.run.workspaceId);
     if (!workspace) throw new StepFailure('start_pathway: the run\'s workspace is gone');
     const ctx = systemContext(workspace.tenant_id, step.run.workspaceId, `run:${step.run.id}`);
