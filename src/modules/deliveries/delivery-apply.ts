@@ -19,6 +19,7 @@ import { holdLeases, holdLeasesSqlite, markProcessed, markProcessedSqlite, type 
 import { readResourceStates, writeResourceStates } from './resource-state.repository.js';
 import { readResourceStatesSqlite, writeResourceStatesSqlite } from './resource-state-sqlite.js';
 import { applyRecordChanges, kyselyRecordStore } from './record-upsert.js';
+import { lockTouchedResources } from './resource-locks.js';
 import { sqliteRecordStore } from './record-store-sqlite.js';
 import { sqliteDeliveryStatementsOf, type SqliteDeliveryStatements } from './sqlite-delivery-statements.js';
 import { subjectsOf, subjectsThatMayWait, wakesFor, type PendingWake } from './event-wake.js';
@@ -98,6 +99,9 @@ export async function applyDeliveries(
     const held = hot ? holdLeasesSqlite(hot, ids, owner) : await holdLeases(tx, ids, owner, until);
     // Another processor took over the ones not held (this one was too slow): it does their work.
     const mine = group.filter((p) => held.has(p.delivery.id));
+    // PostgreSQL: another process may be applying a delivery about the same resources; it
+    // finishes first and these read what it wrote (resource-locks.ts). SQLite has one writer.
+    if (deps.dialect === 'postgres') await lockTouchedResources(tx, touchedByWorkspace(mine));
     const written: Written[] = [];
     for (const prepared of mine) written.push(await writeRecordsAndStates(tx, deps.dialect, hot, prepared, now.toISOString()));
 
@@ -124,6 +128,17 @@ export async function applyDeliveries(
     }
     return group.map((p) => results.get(p.delivery.id) ?? { kind: 'lease-lost' });
   });
+}
+
+/** Per workspace, the resources the deliveries touch. */
+function touchedByWorkspace(group: readonly PreparedDelivery[]): Map<string, Set<string>> {
+  const touched = new Map<string, Set<string>>();
+  for (const { delivery, digest } of group) {
+    const keys = touched.get(delivery.workspace_id) ?? new Set<string>();
+    for (const key of touchedStateKeys(digest.items)) keys.add(key);
+    touched.set(delivery.workspace_id, keys);
+  }
+  return touched;
 }
 
 /** One delivery's records and states written, with the events it raised (subjects resolved). */

@@ -1,0 +1,44 @@
+/**
+ * PostgreSQL: the stored rows a group of deliveries may change, locked before any of them is
+ * read. Processors in several processes apply deliveries at once there, and two deliveries about
+ * one resource (an update and a deletion of a Patient, sent together) each read its state and its
+ * record, then wrote over the other: the update's tags landed on a record the deletion had just
+ * removed, and its state said the Patient existed while search had no record of it (a review:
+ * 12 Patients in 200 such pairs, over 2 api processes and a worker). Locked first, the second
+ * delivery waits for the first to commit and then reads what it wrote, as on SQLite, whose
+ * transactions take the one write lock as they begin.
+ *
+ * Locked: the resource states of every resource the group touches, then the records of its
+ * Patients and Practitioners (a record can exist without a state: a stand-in), each in one
+ * statement per workspace, workspaces and keys in one fixed order, so that two groups never wait
+ * for each other in a circle. A resource stored for the first time has no row to lock: two
+ * deliveries creating it meet at the unique indexes of states and records instead, whose inserts
+ * wait for each other and tolerate the winner (record-upsert.ts).
+ */
+import { sql } from 'kysely';
+import type { DbOrTx } from '../../storage/database.js';
+import { splitKey } from '../../ingestion/resource-changes.js';
+
+const RECORD_TYPES = new Set(['Patient', 'Practitioner']);
+
+/** `touched`: per workspace, the state keys (`stateKey`) its deliveries in this group touch. */
+export async function lockTouchedResources(tx: DbOrTx, touched: ReadonlyMap<string, ReadonlySet<string>>): Promise<void> {
+  for (const workspaceId of [...touched.keys()].sort()) {
+    const keys = [...touched.get(workspaceId)!].map(splitKey);
+    if (keys.length === 0) continue;
+    await sql`
+      select 1 from resource_states s
+      where s.workspace_id = ${workspaceId}
+        and (s.resource_type, s.resource_id) in (select t, i from unnest(${keys.map(([type]) => type)}::text[], ${keys.map(([, id]) => id)}::text[]) as k (t, i))
+      order by s.resource_type, s.resource_id
+      for update`.execute(tx);
+    const people = keys.filter(([type]) => RECORD_TYPES.has(type));
+    if (people.length === 0) continue;
+    await sql`
+      select 1 from records r
+      where r.workspace_id = ${workspaceId}
+        and (r.resource_type, r.ext_id) in (select t, i from unnest(${people.map(([type]) => type)}::text[], ${people.map(([, id]) => id)}::text[]) as k (t, i))
+      order by r.resource_type, r.ext_id
+      for update`.execute(tx);
+  }
+}
