@@ -37,6 +37,8 @@ export type SignatureFailureReason =
   | 'invalid_timestamp'
   /** no `v1` element at all (a `v0` only, say) */
   | 'missing_v1'
+  /** no `v1` value is 64 lower-case hex characters (empty, cut, base64, upper case) */
+  | 'malformed_v1'
   /** no `v1` is the HMAC of any active secret (wrong secret, changed body, empty or cut value) */
   | 'no_matching_signature'
   /** a valid signature, but `t` is outside the window */
@@ -105,6 +107,8 @@ export function verifySignature(
   if (typeof parsed === 'string') return fail(parsed);
 
   const candidates = parsed.signatures.filter((value) => HEX_SHA256.test(value)).map((value) => Buffer.from(value, 'hex'));
+  // Its form is no secret, and a sender whose every v1 has the wrong form needs to hear so.
+  if (candidates.length === 0) return fail('malformed_v1');
   let matched = -1;
   secrets.forEach((secret, index) => {
     const expected = hmac(secret, parsed.timestamp, rawBody);

@@ -32,8 +32,10 @@ describe('verifySignature and signPayload (pure)', () => {
     ['a non-numeric t', `t=soon,v1=${hex(secret, 'soon', body)}`, 'invalid_timestamp'],
     ['a negative t', `t=-5,v1=${hex(secret, -5, body)}`, 'invalid_timestamp'],
     ['v0 only', `t=${now},v0=${hex(secret, now, body)}`, 'missing_v1'],
-    ['an empty v1', `t=${now},v1=`, 'no_matching_signature'],
-    ['a truncated v1', `t=${now},v1=${hex(secret, now, body).slice(0, 63)}`, 'no_matching_signature'],
+    ['an empty v1', `t=${now},v1=`, 'malformed_v1'],
+    ['a truncated v1', `t=${now},v1=${hex(secret, now, body).slice(0, 63)}`, 'malformed_v1'],
+    ['an upper-case v1', `t=${now},v1=${hex(secret, now, body).toUpperCase()}`, 'malformed_v1'],
+    ['a base64 v1', `t=${now},v1=${Buffer.from(hex(secret, now, body), 'hex').toString('base64')}`, 'malformed_v1'],
     ['a v1 of the wrong secret', signPayload('whsec_other', body, now), 'no_matching_signature'],
     ['a v1 over another t', `t=${now + 1},v1=${hex(secret, now, body)}`, 'no_matching_signature'],
     ['too many v1 values', `t=${now},${Array.from({ length: 17 }, () => `v1=${'0'.repeat(64)}`).join(',')}`, 'malformed_header'],
@@ -116,6 +118,19 @@ describeEachStore('delivery signatures over HTTP', (env) => {
     const header = typeof signature === 'function' ? signature() : signature;
     const res = await refused({ signature: header }, 'invalid_signature');
     expect(res.json().error).toMatch(/X-Service-Signature|v1 signature/);
+  });
+
+  it('says what is wrong with a v1 of the wrong form, and how a matching one is made', async () => {
+    const now = nowSeconds(env.container);
+    const upper = await refused({ signature: `t=${now},v1=${hex(endpoint.secret, now, body).toUpperCase()}` }, 'invalid_signature');
+    expect(upper.json().error).toBe('X-Service-Signature v1 must be the HMAC-SHA256 as 64 lower-case hex characters (not base64, not upper case)');
+    // The HMAC keyed with the secret's decoded bytes (another convention) is of the right form, and wrong.
+    const decoded = Buffer.from(endpoint.secret.slice('whsec_'.length), 'base64url');
+    const other = `t=${now},v1=${createHmac('sha256', decoded).update(`${now}.${body}`).digest('hex')}`;
+    expect((await refused({ signature: other }, 'invalid_signature')).json().error).toBe(
+      "no v1 signature matches this body under the endpoint's secret (the HMAC key is the whole secret, whsec_ included, as UTF-8 text; " +
+        'the message is "<t>." followed by the exact bytes of the body sent)',
+    );
   });
 
   it('refuses a body re-serialized after signing', async () => {

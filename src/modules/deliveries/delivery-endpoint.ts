@@ -87,7 +87,10 @@ const SIGNATURE_MESSAGES: Record<SignatureFailureReason, string> = {
   missing_timestamp: 'X-Service-Signature has no t=<unix seconds> element',
   invalid_timestamp: 'X-Service-Signature t must be whole Unix seconds',
   missing_v1: 'X-Service-Signature has no v1 signature',
-  no_matching_signature: "no v1 signature matches this body under the endpoint's secret",
+  malformed_v1: 'X-Service-Signature v1 must be the HMAC-SHA256 as 64 lower-case hex characters (not base64, not upper case)',
+  no_matching_signature:
+    "no v1 signature matches this body under the endpoint's secret (the HMAC key is the whole secret, whsec_ included, as UTF-8 text; " +
+    'the message is "<t>." followed by the exact bytes of the body sent)',
   timestamp_outside_window: 'X-Service-Signature t is more than 300 seconds from the current time; sign with the current time',
 };
 
