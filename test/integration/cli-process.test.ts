@@ -3,7 +3,7 @@
  * SQLite only: what is under test is the process around the store, not the store.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import https from 'node:https';
 import { createServer, type AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
@@ -47,6 +47,20 @@ describe('the carepath process [sqlite]', () => {
     running.push(wrong);
     expect(await wrong.exited).toBe(2);
     expect(wrong.stderr()).toContain('--name <key name> is required');
+  }, 60_000);
+
+  it('an admin command that finds nothing in a store it has just created says so, and leaves no store behind', async () => {
+    const file = join(dir, 'not-the-service.db');
+    const webhookId = '0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b';
+    const lost = await runToEnd(['admin', 'webhook', 'rotate-secret', webhookId], { CAREPATH_DATABASE_URL: `sqlite:${file}` });
+    expect(lost.code).toBe(1);
+    expect(lost.stderr).toContain(`no live webhook endpoint has the id "${webhookId}". The store it looked in, sqlite:${file}, did not exist before this command (and is removed again): set CAREPATH_DATABASE_URL as the service has it`);
+    expect(existsSync(file)).toBe(false);
+    // In a store that existed, the same lookup says only what it found.
+    const env = { CAREPATH_DATABASE_URL: `sqlite:${join(dir, 'admin.db')}` };
+    const there = await runToEnd(['admin', 'webhook', 'rotate-secret', webhookId], env);
+    expect(there.code).toBe(1);
+    expect(there.stderr.trim()).toBe(`carepath: no live webhook endpoint has the id "${webhookId}"`);
   }, 60_000);
 
   it('admin secret set reads the value from standard input and never prints it', async () => {

@@ -3,10 +3,11 @@
  * strict: an unknown flag is an error, not silently ignored), then opens the store, runs it and
  * closes the store. Usage errors are raised before the store is opened.
  */
+import { existsSync, rmSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import type { Config } from '../../config.js';
 import { createLogger } from '../../lib/logger.js';
-import { UsageError, usageErrorFromParseArgs } from '../errors.js';
+import { CommandError, UsageError, usageErrorFromParseArgs } from '../errors.js';
 import { commandName, type AdminCommand, type Output } from './command.js';
 import { workspaceCommands } from './workspace.js';
 import { keyCommands } from './key.js';
@@ -104,10 +105,31 @@ export async function runAdmin(argv: readonly string[], config: () => Config, ou
   if (parsed.kind === 'help') return out.write(parsed.text);
   // Loaded here, not at the top: `carepath help` reads this file's usage lines only.
   const { createContainer } = await import('../../container.js');
-  const container = await createContainer(config(), { logger: createLogger('silent') });
+  const settings = config();
+  const newFile = sqliteFileCreatedNow(settings.databaseUrl);
+  const container = await createContainer(settings, { logger: createLogger('silent') });
   try {
     await parsed.command.execute(container, parsed.args, out, parsed.json);
-  } finally {
+  } catch (error) {
     await container.close();
+    // A command run without the service's settings opened a new, empty store and found nothing
+    // in it ("no live webhook endpoint has the id …" read as a wrong id at 2 a.m.; a newcomer's
+    // walkthrough): say so, and leave no such store behind.
+    if (newFile !== null && error instanceof CommandError) {
+      for (const suffix of ['', '-wal', '-shm']) rmSync(`${newFile}${suffix}`, { force: true });
+      throw new CommandError(
+        `${error.message}. The store it looked in, ${settings.databaseUrl}, did not exist before this command (and is removed again): ` +
+          `set CAREPATH_DATABASE_URL as the service has it${process.env.CAREPATH_DATABASE_URL ? '' : ' (it is not set here, so the default was used)'}`,
+      );
+    }
+    throw error;
   }
+  await container.close();
+}
+
+/** The SQLite file a URL names when that file does not exist yet (opening the store will make it); else null. */
+function sqliteFileCreatedNow(databaseUrl: string): string | null {
+  if (!databaseUrl.startsWith('sqlite:')) return null;
+  const path = databaseUrl.slice('sqlite:'.length);
+  return path === '' || path === ':memory:' || existsSync(path) ? null : path;
 }
