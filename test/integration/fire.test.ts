@@ -167,6 +167,6 @@ describeEachStore('firing a web trigger', (env) => {
     expect(created.statusCode).toBe(201);
     const res = await ws.call('POST', `/v1/triggers/${created.json().triggerId}`, { body: {} });
     expect(res.statusCode).toBe(409);
-    expect(res.json().code).toBe('trigger_not_web');
+    expect(res.json()).toMatchObject({ code: 'trigger_not_web', error: 'only web triggers can be fired; this one is an event trigger' });
   });
 });

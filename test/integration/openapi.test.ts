@@ -1,4 +1,5 @@
 import { expect, it } from 'vitest';
+import { ERROR_STATUS } from '../../src/lib/errors.js';
 import { describeEachStore } from '../helpers/test-env.js';
 
 /** Every operation the interface spec names, and the ones the issues add, as the document spells them. */
@@ -45,7 +46,7 @@ type Operation = {
   operationId?: string;
   parameters?: { name?: string; in?: string; $ref?: string }[];
   requestBody?: { content: Record<string, { schema: Schema }> };
-  responses: Record<string, { content?: Record<string, { schema: Schema }>; headers?: Record<string, unknown> }>;
+  responses: Record<string, { description?: string; content?: Record<string, { schema: Schema }>; headers?: Record<string, unknown> }>;
 };
 type Document = { paths: Record<string, Record<string, Operation>>; components: { headers: Record<string, unknown>; parameters: Record<string, { name: string }> } };
 
@@ -102,10 +103,20 @@ describeEachStore('GET /v1/openapi.json and /docs', (env) => {
           if (status === '429') expect(Object.keys(response.headers ?? {}), where).toContain('Retry-After');
         }
         if (operation.requestBody) expect(Object.keys(operation.responses), where).toEqual(expect.arrayContaining(['413', '415']));
-        expect(Object.keys(operation.responses), where).toContain('500');
+        expect(Object.keys(operation.responses), where).toEqual(expect.arrayContaining(['408', '500']));
+        // Every answer says what it is, and an error answer the codes its status may carry.
+        for (const [status, response] of Object.entries(operation.responses)) {
+          expect(response.description, `${where} ${status}`).not.toBe('Default Response');
+          const codes = Object.entries(ERROR_STATUS).filter(([, code]) => String(code) === status).map(([name]) => name);
+          for (const code of codes) expect(response.description, `${where} ${status}`).toContain(code);
+        }
         expect(JSON.stringify(operation), where).not.toContain('x-body-optional');
       }
     }
+    expect(doc.paths['/v1/runs/{runId}/cancel'].post.responses['409'].description).toBe(
+      'An error. Its `code` is one of idempotency_mismatch, trigger_not_web, trigger_inactive, run_not_queued, run_not_paused, run_terminal, query_in_use.',
+    );
+    expect(Object.keys((doc.components as { schemas?: object }).schemas ?? {})).toEqual(['Error']);
     // One $id names one schema: the error body inlined in 28 answers with its $id made JSON Schema tools refuse the document.
     expect(JSON.stringify(doc.paths)).not.toContain('"$id"');
     // The bodies that may be left out say so; the others are required.

@@ -11,6 +11,9 @@ import type { Socket } from 'node:net';
 import { randomUUID } from 'node:crypto';
 import { ANSWER_HEADERS } from '../answer-headers.js';
 
+/** The code of a request that did not arrive whole in time (documented on every operation: openapi-headers.ts). */
+export const REQUEST_TIMEOUT_CODE = 'request_timeout';
+
 interface ClientErrorAnswer {
   status: number;
   code: string;
@@ -19,7 +22,7 @@ interface ClientErrorAnswer {
 
 function answerFor(error: NodeJS.ErrnoException): ClientErrorAnswer {
   if (error.code === 'ERR_HTTP_REQUEST_TIMEOUT') {
-    return { status: 408, code: 'request_timeout', error: 'the request did not arrive in time; send it again at a steady pace' };
+    return { status: 408, code: REQUEST_TIMEOUT_CODE, error: 'the request did not arrive in time; send it again at a steady pace' };
   }
   if (error.code === 'HPE_HEADER_OVERFLOW') return { status: 431, code: 'invalid_request', error: 'the request headers are too large' };
   return { status: 400, code: 'invalid_request', error: 'the request is not valid HTTP/1.1' };

@@ -1,14 +1,17 @@
 /**
  * What the route schemas cannot say, added to the generated OpenAPI document: the headers every
  * answer carries (DESIGN §2: the request id, the rate limit), the ones some carry (Retry-After,
- * Idempotent-Replayed), the 413 and 415 of every JSON body, and the signed delivery's request
- * (its headers and body are read raw, so no body schema validates them).
+ * Idempotent-Replayed), the 408 of every request, the 413 and 415 of every JSON body, the error
+ * codes each error status may carry, and the signed delivery's request (its headers and body are
+ * read raw, so no body schema validates them).
  *
  * Written once here rather than on each route: these follow from plugins (request-id.ts,
  * authenticate.ts, json-body.ts) that apply to every route alike. A generated client then knows
  * them, and test/integration/openapi.test.ts checks the document against real answers.
  */
 import { BODY_OPTIONAL, ErrorBody } from '../schemas/common.js';
+import { ERROR_STATUS, type ErrorCode } from '../../lib/errors.js';
+import { REQUEST_TIMEOUT_CODE } from './client-errors.js';
 
 type Json = Record<string, unknown>;
 interface Operation {
@@ -31,6 +34,15 @@ const ref = (kind: 'headers' | 'parameters', name: string) => ({ $ref: `#/compon
  */
 const { $id: _errorId, ...ERROR_SCHEMA }: Json = JSON.parse(JSON.stringify(ErrorBody));
 const errorResponse = (description: string) => ({ description, content: { 'application/json': { schema: ERROR_SCHEMA } } });
+
+/** The error codes each status may carry (lib/errors.ts), for the descriptions of error answers. */
+const CODES_BY_STATUS = new Map<string, string[]>();
+for (const [code, status] of Object.entries(ERROR_STATUS) as [ErrorCode, number][]) {
+  CODES_BY_STATUS.set(String(status), [...(CODES_BY_STATUS.get(String(status)) ?? []), code]);
+}
+
+/** What a success answer is, where a route's schema gives no description (the generator's "Default Response"). */
+const SUCCESS = { '200': 'OK', '201': 'Created', '202': 'Accepted: stored, processed after the answer', '204': 'No content' } as Record<string, string>;
 
 const HEADERS: Json = {
   RequestId: { description: 'The request id: the one sent when it was 1–128 printable ASCII characters, else a new UUID.', schema: { type: 'string' } },
@@ -100,12 +112,14 @@ function documentOperation(operation: Operation): void {
   if (operation[BODY_OPTIONAL] && operation.requestBody) operation.requestBody.required = false;
   delete operation[BODY_OPTIONAL];
   const responses = (operation.responses ??= {});
+  responses['408'] ??= errorResponse(`The request did not arrive whole in time (code ${REQUEST_TIMEOUT_CODE}): send it again at a steady pace.`);
   responses['500'] ??= errorResponse('An unexpected failure (code internal), logged under the request id. A call that takes an Idempotency-Key may be sent again with the same key.');
   if (operation.requestBody) {
     responses['413'] ??= errorResponse('The body is larger than the route takes.');
     responses['415'] ??= errorResponse('The body is not JSON.');
   }
   for (const [status, response] of Object.entries(responses)) {
+    describeResponse(status, response);
     const headers: Json = { ...response.headers, 'X-Request-Id': ref('headers', 'RequestId') };
     // Rate limited per key: every answer once the key is known. Deliveries: once the signature is checked.
     if ((keyed && status !== '401') || (delivery && !['404', '413', '415'].includes(status))) {
@@ -121,3 +135,16 @@ function documentOperation(operation: Operation): void {
     response.headers = headers;
   }
 }
+
+/**
+ * A success answer named by its status; an error answer given the codes of its status, so that a
+ * client generated from the document, or its reader, knows which `code` values to expect.
+ */
+function describeResponse(status: string, response: Json): void {
+  if (response.description === 'Default Response' && SUCCESS[status]) response.description = SUCCESS[status];
+  const codes = CODES_BY_STATUS.get(status);
+  if (!codes || typeof response.description !== 'string' || /\bcode\b/.test(response.description)) return;
+  const base = response.description === 'Default Response' || response.description === 'Every error response' ? 'An error.' : response.description;
+  response.description = `${base} Its \`code\` is ${codes.length === 1 ? codes[0] : `one of ${codes.join(', ')}`}.`;
+}
+

@@ -26,6 +26,8 @@ export async function registerOpenApi(app: FastifyInstance, publicUrl: string): 
       },
       security: [{ apiKey: [] }],
     },
+    // Shared schemas under their own names in components (`Error`), not `def-0`.
+    refResolver: { buildLocalReference: (json, _baseUri, _fragment, i) => (typeof json.$id === 'string' ? json.$id : `def-${i}`) },
     // The document is OpenAPI (not Swagger 2), so `openapiObject` is the one given.
     transformObject: (document) => documentCommonHeaders('openapiObject' in document ? document.openapiObject : {}),
   });

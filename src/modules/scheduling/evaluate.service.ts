@@ -38,7 +38,7 @@ export async function evaluateSearchTrigger(
   const trigger = await loadTriggerForEvaluation(deps.db, triggerId, ctx.workspaceId);
   if (!trigger) throw notFound('trigger');
   if (trigger.type !== 'search') {
-    throw invalidRequest(`only search triggers can be evaluated; this one is a ${trigger.type} trigger`);
+    throw invalidRequest(`only search triggers can be evaluated; this one is ${trigger.type === 'event' ? 'an' : 'a'} ${trigger.type} trigger`);
   }
   if (trigger.active !== 1) throw new ApiError('trigger_inactive', 'this trigger is inactive; activate it to evaluate it');
   if (!trigger.blueprint) throw notFound('blueprint of this trigger');

@@ -105,7 +105,7 @@ export async function fireTrigger(
 
 /** The trigger, if a fire may start a run from it; else the refusal (the caller throws it). */
 function fireable(trigger: TriggerForFire): (TriggerForFire & { blueprint_name: string; blueprint_version: number }) | ApiError {
-  if (trigger.type !== 'web') return new ApiError('trigger_not_web', `only web triggers can be fired; this one is a ${trigger.type} trigger`);
+  if (trigger.type !== 'web') return new ApiError('trigger_not_web', `only web triggers can be fired; this one is ${trigger.type === 'event' ? 'an' : 'a'} ${trigger.type} trigger`);
   if (trigger.active !== 1) return new ApiError('trigger_inactive', 'this trigger is inactive; activate it to fire it');
   if (trigger.blueprint_name == null || trigger.blueprint_version == null) return notFound('blueprint of this trigger');
   return trigger as TriggerForFire & { blueprint_name: string; blueprint_version: number };
