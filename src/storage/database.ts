@@ -69,6 +69,8 @@ export interface TriggerTable {
   auto_start: number;
   active: number;
   one_per_subject: number;
+  /** event triggers: a FHIRPath condition a run must meet to start, or null (migration 0010) */
+  when_expression: string | null;
   created_at: string;
   updated_at: string;
   deleted_at: string | null;

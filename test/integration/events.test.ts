@@ -91,6 +91,58 @@ describeEachStore('events raised from deliveries', (env) => {
 });
 
 describeEachStore('event triggers', (env) => {
+  it('with a condition (when) start runs only for the events that meet it; PATCH changes or clears it', async () => {
+    const ws = await env.workspace();
+    const feed = await createEndpoint(ws);
+    const hba1c = "payload.resource.code.coding.where(system = 'http://loinc.org' and code = '4548-4').exists()";
+    const diabetes = await eventTrigger(ws, 'Observation.final', { when: hba1c });
+    const every = await eventTrigger(ws, 'Observation.final');
+    const observation = (id: string, code: string, value: number) => ({
+      resourceType: 'Observation',
+      id,
+      status: 'final',
+      code: { coding: [{ system: 'http://loinc.org', code }] },
+      subject: { reference: 'Patient/w1' },
+      valueQuantity: { value },
+    });
+    await deliverAndProcess(env, feed, collection(patient('w1'), observation('o-1', '4548-4', 9.1), observation('o-2', '29463-7', 81)));
+    const started = await runsOf(ws, `triggerId=${diabetes.triggerId}`);
+    expect(started).toHaveLength(1);
+    const row = await env.db.selectFrom('runs').select('payload').where('id', '=', started[0].runId).executeTakeFirstOrThrow();
+    expect(JSON.parse(row.payload!).resource.id).toBe('o-1');
+    expect(await runsOf(ws, `triggerId=${every.triggerId}`)).toHaveLength(2);
+    expect((await ws.call('GET', `/v1/triggers/${diabetes.triggerId}`)).json()).toMatchObject({ event: 'Observation.final', when: hba1c });
+    expect((await ws.call('GET', `/v1/triggers/${every.triggerId}`)).json().when).toBeNull();
+
+    // A condition that fails on a resource (two items where one Boolean is wanted) starts nothing.
+    const patched = await ws.call('PATCH', `/v1/triggers/${diabetes.triggerId}`, { body: { when: 'payload.resource.code.coding.code' } });
+    expect(patched.statusCode, patched.body).toBe(200);
+    const twoCodes = { ...observation('o-3', '4548-4', 8), code: { coding: [{ code: 'a' }, { code: 'b' }] } };
+    await deliverAndProcess(env, feed, twoCodes);
+    expect(await runsOf(ws, `triggerId=${diabetes.triggerId}`)).toHaveLength(1);
+    // Cleared: every such event starts a run again.
+    expect((await ws.call('PATCH', `/v1/triggers/${diabetes.triggerId}`, { body: { when: null } })).json().when).toBeNull();
+    await deliverAndProcess(env, feed, observation('o-4', '29463-7', 80));
+    expect(await runsOf(ws, `triggerId=${diabetes.triggerId}`)).toHaveLength(2);
+  });
+
+  it('refuse a condition that cannot compile, and one on a trigger of another type', async () => {
+    const ws = await env.workspace();
+    const { sourceId } = await eventTrigger(ws, 'Patient.created');
+    const create = (body: Record<string, unknown>) => ws.call('POST', '/v1/triggers', { body: { name: 'x', sourceId, ...body } });
+    for (const [body, message] of [
+      [{ type: 'event', event: 'Patient.created', when: 'payload.resource.(' }, /^body\.when does not compile: /],
+      [{ type: 'event', event: 'Patient.created', when: 'payload.resource.exist()' }, /^body\.when fails even on an empty run context: /],
+      [{ type: 'event', event: 'Patient.created', when: '' }, /when/],
+      [{ type: 'web', when: 'true' }, /^body\.when does not apply to a web trigger$/],
+    ] as const) {
+      const res = await create(body);
+      expect(res.statusCode, JSON.stringify(body)).toBe(400);
+      expect(res.json()).toMatchObject({ code: 'invalid_request', error: expect.stringMatching(message) });
+    }
+    expect((await ws.call('GET', '/v1/triggers?type=event')).json().data).toHaveLength(1);
+  });
+
   it('start one run per matching event: payload {event, resource, deliveryId}, subject, key, audit', async () => {
     const ws = await env.workspace();
     const feed = await createEndpoint(ws);

@@ -43,6 +43,7 @@ describeEachStore('set-up changes through the API are audited', (env) => {
       type: 'event',
       queryId: null,
       event: 'Observation.final',
+      when: null,
       schedule: null,
       autoStart: true,
       active: true,

@@ -3,6 +3,10 @@
  * starts one run per occurrence, with payload `{event, resource, deliveryId}`, the patient the
  * resource belongs to as subject and the delivery's Idempotency-Key on the run.
  *
+ * A trigger with a condition (`when`, FHIRPath over `{payload}`) starts a run only for the
+ * occurrences that meet it, so a trigger on `Condition.created` can start runs for one diagnosis
+ * only instead of for every Condition the feed sends.
+ *
  * onePerSubject (default false for event triggers): no run starts for a subject that already has
  * a run of that trigger that is not terminal, or one planned, including earlier in this same
  * delivery. A run without a subject (a resource that belongs to no patient) is never held back.
@@ -12,6 +16,7 @@ import type { Dialect } from '../../storage/connect.js';
 import { listParameter, runHot, type HotStatement } from '../../storage/hot-statement.js';
 import { insertPlannedRuns, lockTriggers, subjectKey, subjectsWithLiveRuns, type PlannedRunRow } from './planned-runs.repository.js';
 import { plannedRun, type PlanContext, type TriggerForRuns } from './run-plan.js';
+import { evaluateBoolean, ExpressionCache, ExpressionEvaluationError, ExpressionSyntaxError } from '../../lib/fhirpath.js';
 
 export interface EventOccurrence {
   event: string;
@@ -31,6 +36,28 @@ export function eventPayloadJson(event: string, resourceJson: string, deliveryId
 
 export interface EventTrigger extends TriggerForRuns {
   event: string;
+  /** FHIRPath a run must meet to start (`{payload}` as its root), or null: every event starts one. */
+  when_expression: string | null;
+}
+
+/**
+ * Compiled conditions of event triggers, by their text. Only the compiled text is kept, never a
+ * value it was evaluated on, so sharing it across workspaces shares nothing of theirs.
+ */
+const conditions = new ExpressionCache(500);
+
+/**
+ * Whether an event's run meets its trigger's condition. A condition that fails on this resource
+ * (more than one item where one Boolean was wanted, a type error) does not hold: no run starts,
+ * as for a condition that is false.
+ */
+function meetsCondition(when: string, payload: () => unknown): boolean {
+  try {
+    return evaluateBoolean(conditions.compile(when), { payload: payload(), subject: {}, steps: {}, vars: {} });
+  } catch (error) {
+    if (error instanceof ExpressionEvaluationError || error instanceof ExpressionSyntaxError) return false;
+    throw error;
+  }
 }
 
 export interface EventRunSource {
@@ -41,12 +68,12 @@ export interface EventRunSource {
 
 /** Read once per group of deliveries: prepared (storage/hot-statement.ts), the events as one list parameter. */
 const EVENT_TRIGGERS_TEXT = (events: string) => `
-  select t.id, t.event, t.source_id, t.auto_start, t.one_per_subject, d.name as blueprint_name, d.version as blueprint_version
+  select t.id, t.event, t.when_expression, t.source_id, t.auto_start, t.one_per_subject, d.name as blueprint_name, d.version as blueprint_version
   from triggers t join diagrams d on d.id = t.source_id and d.type = 'blueprint'
   where t.workspace_id = $W and t.type = 'event' and t.active = 1 and t.deleted_at is null and t.event ${events}
   order by t.id`;
 const EVENT_TRIGGERS: HotStatement = {
-  name: 'carepath_active_event_triggers_v1',
+  name: 'carepath_active_event_triggers_v2',
   sqlite: EVENT_TRIGGERS_TEXT('in (select value from json_each(?))').replace('$W', '?'),
   postgres: EVENT_TRIGGERS_TEXT('= any($2::text[])').replace('$W', '$1'),
 };
@@ -84,7 +111,11 @@ export async function planEventRuns(
   const planned: PlannedRunRow[] = [];
   let skipped = 0;
   for (const occurrence of occurrences) {
+    // Parsed once, and only when a trigger of this event has a condition to evaluate on it.
+    let payload: unknown;
+    const payloadOf = () => (payload ??= JSON.parse(eventPayloadJson(occurrence.event, occurrence.resourceJson, source.deliveryId)));
     for (const trigger of byEvent.get(occurrence.event) ?? []) {
+      if (trigger.when_expression !== null && !meetsCondition(trigger.when_expression, payloadOf)) continue;
       const subject = occurrence.subjectRecordId;
       if (trigger.one_per_subject === 1 && subject !== null) {
         const key = subjectKey(trigger.id, subject);

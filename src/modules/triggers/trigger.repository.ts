@@ -24,6 +24,7 @@ export function toTriggerView(row: TriggerRow): TriggerView {
     type: row.type,
     queryId: row.query_id,
     event: row.event,
+    when: row.type === 'event' ? row.when_expression : null,
     schedule: stored
       ? { interval: stored.interval, timezone: stored.timezone, ...(stored.startAt ? { startAt: stored.startAt } : {}) }
       : null,

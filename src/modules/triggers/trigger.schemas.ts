@@ -14,6 +14,16 @@ export const EventName = Type.String({
   description: 'event type to match, such as Encounter.finished',
 });
 
+/**
+ * An event trigger's condition: FHIRPath over `{payload: {event, resource, deliveryId}}`, as a
+ * blueprint link's `when`. Checked when set (it must compile), evaluated per event.
+ */
+export const TriggerWhen = Type.String({
+  minLength: 1,
+  maxLength: 2000,
+  description: "event triggers: FHIRPath a run must meet to start, over {payload: {event, resource, deliveryId}}, such as payload.resource.code.coding.where(code = '4548-4').exists()",
+});
+
 export const ScheduleBody = Type.Object(
   {
     interval: Type.String({ minLength: 1, maxLength: 100, description: 'ISO 8601 duration (PT15M, P1D) or 5-field cron' }),
@@ -36,6 +46,7 @@ export const TriggerView = Type.Object({
   type: TriggerType,
   queryId: Nullable(Uuid),
   event: Nullable(Type.String()),
+  when: Nullable(Type.String()),
   schedule: Nullable(ScheduleView),
   nextRunAt: Nullable(Timestamp),
   autoStart: Type.Boolean(),
@@ -58,6 +69,7 @@ export const CreateTriggerBody = Type.Object(
     queryId: Type.Optional(Nullable(Uuid)),
     schedule: Type.Optional(Nullable(ScheduleBody)),
     event: Type.Optional(Nullable(EventName)),
+    when: Type.Optional(Nullable(TriggerWhen)),
     onePerSubject: Type.Optional(Nullable(Type.Boolean())),
   },
   { additionalProperties: false },
@@ -73,6 +85,7 @@ export const UpdateTriggerBody = Type.Object(
     queryId: Type.Optional(Nullable(Uuid)),
     schedule: Type.Optional(Nullable(ScheduleBody)),
     event: Type.Optional(Nullable(EventName)),
+    when: Type.Optional(Nullable(TriggerWhen)),
     onePerSubject: Type.Optional(Nullable(Type.Boolean())),
     // Present only to answer a clear "type cannot be changed" rather than "unknown field".
     type: Type.Optional(Type.Unknown()),

@@ -14,6 +14,7 @@ import { lockQuery } from '../queries/query.repository.js';
 import { parseSchedule } from '../schedules/schedule.js';
 import { nextRunAfter } from '../schedules/next-tick.js';
 import { eventNameProblem } from '../../ingestion/events.js';
+import { expressionProblem } from '../blueprints/expression.check.js';
 import { recordAudit } from '../audit/audit.repository.js';
 import { setupCreated, setupDeleted, setupUpdated } from '../audit/setup-audit.js';
 import type { CreateTriggerBody, TriggerView, UpdateTriggerBody } from './trigger.schemas.js';
@@ -32,9 +33,9 @@ type TriggerType = TriggerRow['type'];
 const FIELDS_OF_TYPE: Record<TriggerType, readonly string[]> = {
   web: [],
   search: ['queryId', 'schedule', 'onePerSubject'],
-  event: ['event', 'onePerSubject'],
+  event: ['event', 'when', 'onePerSubject'],
 };
-const TYPE_SPECIFIC = ['queryId', 'schedule', 'event', 'onePerSubject'] as const;
+const TYPE_SPECIFIC = ['queryId', 'schedule', 'event', 'when', 'onePerSubject'] as const;
 
 /** DESIGN §2: a field of another trigger type is refused, also as null (sent is sent). */
 function refuseForeignFields(type: TriggerType, body: Record<string, unknown>): void {
@@ -68,6 +69,13 @@ export function storedSchedule(input: unknown, createdAt: Date): StoredSchedule 
   return { ...schedule, anchor: schedule.startAt ?? createdAt.toISOString() };
 }
 
+/** A condition that cannot compile would hold for no event: refused at once, with the parser's reason. */
+function refuseBadWhen(when: string | null | undefined): void {
+  if (when === null || when === undefined) return;
+  const problem = expressionProblem(when);
+  if (problem) throw invalidRequest(`body.when ${problem}`);
+}
+
 /** An event trigger on an event carepath never raises would never start a run: refused at once. */
 function refuseImpossibleEvent(event: string): void {
   const problem = eventNameProblem(event);
@@ -90,6 +98,7 @@ export async function createTrigger(db: Db, ctx: RequestContext, body: CreateTri
   if (body.type === 'search' && !body.queryId) throw invalidRequest('body.queryId is required for a search trigger');
   if (body.type === 'event' && !body.event) throw invalidRequest('body.event is required for an event trigger');
   if (body.type === 'event') refuseImpossibleEvent(body.event!);
+  refuseBadWhen(body.when);
 
   const schedule = body.type === 'search' && body.schedule ? storedSchedule(body.schedule, now) : null;
   const at = now.toISOString();
@@ -107,6 +116,7 @@ export async function createTrigger(db: Db, ctx: RequestContext, body: CreateTri
     active: body.active === false ? 0 : 1,
     // DESIGN §9: a cohort (search) trigger never forks a second pathway per subject by default.
     one_per_subject: (body.onePerSubject ?? body.type === 'search') ? 1 : 0,
+    when_expression: body.type === 'event' ? (body.when ?? null) : null,
     created_at: at,
     updated_at: at,
     deleted_at: null,
@@ -157,6 +167,11 @@ export async function changeTrigger(
     if (body.event !== undefined) {
       refuseImpossibleEvent(body.event);
       changes.event = body.event;
+    }
+    // null takes the condition away: every such event starts a run again.
+    if (body.when !== undefined) {
+      refuseBadWhen(body.when);
+      changes.when_expression = body.when;
     }
   }
   if (row.type !== 'web' && body.onePerSubject !== undefined) {

@@ -12,6 +12,7 @@ import * as m0006 from './0006_deliveries_claim_by_lease.js';
 import * as m0007 from './0007_workspace_secrets.js';
 import * as m0008 from './0008_deliveries_signed_once.js';
 import * as m0009 from './0009_run_execution_failures.js';
+import * as m0010 from './0010_event_trigger_when.js';
 
 export const migrations: Record<string, Migration> = {
   '0001_core': m0001,
@@ -23,4 +24,5 @@ export const migrations: Record<string, Migration> = {
   '0007_workspace_secrets': m0007,
   '0008_deliveries_signed_once': m0008,
   '0009_run_execution_failures': m0009,
+  '0010_event_trigger_when': m0010,
 };
