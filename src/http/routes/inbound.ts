@@ -22,7 +22,7 @@ const DeliveryView = Type.Object({
   status: Type.Union(DELIVERY_STATUSES.map((status) => Type.Literal(status))),
   idempotencyKey: Nullable(Type.String()),
   receivedAt: Timestamp,
-  processedAt: Nullable(Timestamp),
+  processedAt: Type.Union([Timestamp, Type.Null()], { description: 'when it was processed, or, for a failed one, given up; null before' }),
   attempts: Type.Integer({ description: 'times a processor took it up' }),
   accepted: Type.Integer({ description: 'resources and records accepted for processing when it was received' }),
   skippedCount: Type.Integer({ description: 'entries skipped while processing (invalid, unknown type, …)' }),
