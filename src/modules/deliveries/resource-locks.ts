@@ -25,20 +25,25 @@ const RECORD_TYPES = new Set(['Patient', 'Practitioner']);
 export async function lockTouchedResources(tx: DbOrTx, touched: ReadonlyMap<string, ReadonlySet<string>>): Promise<void> {
   for (const workspaceId of [...touched.keys()].sort()) {
     const keys = [...touched.get(workspaceId)!].map(splitKey);
-    if (keys.length === 0) continue;
-    await sql`
-      select 1 from resource_states s
-      where s.workspace_id = ${workspaceId}
-        and (s.resource_type, s.resource_id) in (select t, i from unnest(${keys.map(([type]) => type)}::text[], ${keys.map(([, id]) => id)}::text[]) as k (t, i))
-      order by s.resource_type, s.resource_id
-      for update`.execute(tx);
-    const people = keys.filter(([type]) => RECORD_TYPES.has(type));
-    if (people.length === 0) continue;
-    await sql`
-      select 1 from records r
-      where r.workspace_id = ${workspaceId}
-        and (r.resource_type, r.ext_id) in (select t, i from unnest(${people.map(([type]) => type)}::text[], ${people.map(([, id]) => id)}::text[]) as k (t, i))
-      order by r.resource_type, r.ext_id
-      for update`.execute(tx);
+    await lockRows(tx, 'resource_states', 'resource_id', workspaceId, keys);
+    await lockRows(tx, 'records', 'ext_id', workspaceId, keys.filter(([type]) => RECORD_TYPES.has(type)));
   }
+}
+
+/** The rows of `table` with these (type, id) keys in the workspace, locked in key order. */
+async function lockRows(
+  tx: DbOrTx,
+  table: 'resource_states' | 'records',
+  idColumn: 'resource_id' | 'ext_id',
+  workspaceId: string,
+  keys: readonly [string, string][],
+): Promise<void> {
+  if (keys.length === 0) return;
+  const id = sql.ref(`r.${idColumn}`);
+  await sql`
+    select 1 from ${sql.table(table)} r
+    where r.workspace_id = ${workspaceId}
+      and (r.resource_type, ${id}) in (select t, i from unnest(${keys.map(([type]) => type)}::text[], ${keys.map(([, key]) => key)}::text[]) as k (t, i))
+    order by r.resource_type, ${id}
+    for update`.execute(tx);
 }
