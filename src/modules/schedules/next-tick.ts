@@ -18,7 +18,10 @@
  *   is one of the two: an anchor in summer time picks the first 02:30, one in winter the second.
  * - Cron intervals are the expression's fire times in the zone (croner); the anchor plays no part
  *   except that nothing fires before `startAt`. croner fires a non-existent wall time once the
- *   clocks have moved past it (02:30 → 03:30) and a doubled one once, at the second occurrence.
+ *   clocks have moved past it (02:30 → 03:30) and a doubled one once: at the second occurrence
+ *   where the clocks go back at 03:00 (Europe: 02:30 fires at 02:30 +01:00), at the first where
+ *   they go back at 02:00 (the Americas: 01:30 fires at 01:30 −04:00 in New York, and a series
+ *   every 20 minutes at 01:00, 01:20, 01:40 of the first hour only). Either way, once.
  */
 import { Cron } from 'croner';
 import { DateTime } from 'luxon';
@@ -137,11 +140,22 @@ function nextCronTick(schedule: Schedule, expression: string, after: number): Da
   const next = cron.nextRun(new Date(from));
   // Asked from inside a night whose clocks change, croner can skip the series' next fire time
   // (from 00:31Z on Amsterdam's fall-back night, `30 2 * * *` answered the next day, not the
-  // second 02:30 at 01:30Z). Its answers are right when it walks the series from before the
-  // change, so near one it walks from DST_WINDOW_MS earlier to the first fire time after `from`.
-  if (next === null || offsetAt(from - DST_WINDOW_MS, schedule.timezone) === offsetAt(next.getTime(), schedule.timezone)) return next;
+  // second 02:30 at 01:30Z), or answer one already past: from inside New York's repeated hour
+  // (06:05Z on its fall-back night), every 20 minutes answered 05:20Z, the first 01:20, and a
+  // trigger due in the past ran the same tick again every second (a review). Its answers are
+  // right when it walks the series from before the change, so near one, or whenever its answer
+  // is not after `from`, it walks from DST_WINDOW_MS earlier to the first fire time after `from`.
+  if (next === null) return null;
+  if (next.getTime() > from && offsetAt(from - DST_WINDOW_MS, schedule.timezone) === offsetAt(next.getTime(), schedule.timezone)) return next;
   let walked = cron.nextRun(new Date(from - DST_WINDOW_MS));
-  while (walked !== null && walked.getTime() <= from) walked = cron.nextRun(walked);
+  while (walked !== null && walked.getTime() <= from) {
+    const further = cron.nextRun(walked);
+    // A walk that stops moving forward would loop: say so rather than answer a time past.
+    if (further !== null && further.getTime() <= walked.getTime()) {
+      throw new Error(`cron expression "${expression}" in ${schedule.timezone}: no fire time after ${walked.toISOString()} could be found`);
+    }
+    walked = further;
+  }
   return walked;
 }
 

@@ -102,6 +102,12 @@ export class Scheduler {
     const tick = latest !== null && latest >= nextRunAt ? latest : nextRunAt;
     // null when the series has ended: the trigger stays, with no next run.
     const next = nextRunAfter(schedule, anchor, now);
+    // A next run not after now would be due again at once, and its tick run again every poll
+    // (a fall-back night once did that: next-tick.ts). Never claimed so: it is logged instead.
+    if (next !== null && next.getTime() <= now.getTime()) {
+      logger.error({ triggerId: due.id, next: next.toISOString() }, 'search trigger: its next run is not after now; the tick is not run');
+      return 'unreadable';
+    }
     const idempotencyKey = tickKey(due.id, tick);
 
     const planned = await db.transaction().execute(async (tx) => {
