@@ -6,6 +6,7 @@ import { ConfigError } from '../config.js';
 import { ApiError } from '../lib/errors.js';
 import { BlueprintError } from '../modules/blueprints/blueprint.validate.js';
 import { StoreUnavailableError } from '../storage/store-unavailable.js';
+import { StoreNewerThanCodeError } from '../storage/migrate.js';
 
 /** An unknown command or flag, a missing or malformed argument. */
 export class UsageError extends Error {
@@ -50,7 +51,13 @@ export function reportFailure(error: unknown): FailureReport {
     const lines = error.problems.map((problem) => `  - ${problem}`);
     return { text: [`carepath: the blueprint has ${count} problem${count === 1 ? '' : 's'}:`, ...lines].join('\n'), exitCode: 1 };
   }
-  if (error instanceof ConfigError || error instanceof CommandError || error instanceof ApiError || error instanceof StoreUnavailableError) {
+  if (
+    error instanceof ConfigError ||
+    error instanceof CommandError ||
+    error instanceof ApiError ||
+    error instanceof StoreUnavailableError ||
+    error instanceof StoreNewerThanCodeError
+  ) {
     return { text: `carepath: ${error.message}`, exitCode: 1 };
   }
   const message = error instanceof Error ? error.message : String(error);

@@ -61,8 +61,29 @@ async function migrate(db: Db, dialect: 'sqlite' | 'postgres'): Promise<Migratio
   }
   const migrator = new Migrator({ db, provider, migrationTableSchema });
   const { error, results } = await migrator.migrateToLatest();
-  if (error) throw error instanceof Error ? error : new Error(String(error));
+  if (error) throw newerStoreError(error) ?? (error instanceof Error ? error : new Error(String(error)));
   return results ?? [];
+}
+
+/** Thrown for a store a newer carepath has migrated: this version does not know its schema. */
+export class StoreNewerThanCodeError extends Error {
+  constructor(readonly migration: string) {
+    super(
+      `the store was brought up to date by a newer carepath: it has migration ${migration}, which this version does not know. ` +
+        'Run that version (or a newer one) on it, or restore a backup taken before the upgrade: carepath never migrates a store back',
+    );
+    this.name = 'StoreNewerThanCodeError';
+  }
+}
+
+/**
+ * Kysely refuses a store with a migration it was not given as "corrupted migrations: previously
+ * executed migration … is missing", which sent an operator rolling back to repair a store that
+ * was fine (an upgrade review): said as what it is.
+ */
+function newerStoreError(error: unknown): StoreNewerThanCodeError | null {
+  const missing = /previously executed migration (\S+) is missing/.exec(error instanceof Error ? error.message : String(error));
+  return missing ? new StoreNewerThanCodeError(missing[1]) : null;
 }
 
 /**

@@ -114,6 +114,23 @@ describe('the carepath process [sqlite]', () => {
     expect(api.stderr()).toContain('CAREPATH_SECRET_KEY does not open the secrets sealed in this store');
   }, 60_000);
 
+  it('a store a newer carepath migrated is named as such, not as corrupted; nothing starts on it', async () => {
+    const file = join(dir, 'newer.db');
+    const env = { CAREPATH_DATABASE_URL: `sqlite:${file}` };
+    expect((await runToEnd(['migrate'], env)).code).toBe(0);
+    const db = new Database(file);
+    db.prepare('insert into kysely_migration (name, timestamp) values (?, ?)').run('9999_from_a_newer_version', new Date().toISOString());
+    db.close();
+    const message =
+      'carepath: the store was brought up to date by a newer carepath: it has migration 9999_from_a_newer_version, which this version does not know. ' +
+      'Run that version (or a newer one) on it, or restore a backup taken before the upgrade: carepath never migrates a store back\n';
+    for (const command of [['migrate'], ['api'], ['admin', 'workspace', 'list']]) {
+      const refused = await runToEnd(command, { ...env, CAREPATH_PORT: String(await freePort()) });
+      expect(refused.code, command.join(' ')).toBe(1);
+      expect(refused.stderr, command.join(' ')).toBe(message);
+    }
+  }, 60_000);
+
   it('a store that cannot be opened ends the command with one plain sentence and exit 1', async () => {
     const port = await freePort();
     const refused = start(['migrate'], { CAREPATH_DATABASE_URL: `postgres://carepath:s3cret-pw@127.0.0.1:${port}/carepath` });

@@ -13,6 +13,7 @@ import * as m0007 from './0007_workspace_secrets.js';
 import * as m0008 from './0008_deliveries_signed_once.js';
 import * as m0009 from './0009_run_execution_failures.js';
 import * as m0010 from './0010_event_trigger_when.js';
+import * as m0011 from './0011_trigger_next_run_cleanup.js';
 
 export const migrations: Record<string, Migration> = {
   '0001_core': m0001,
@@ -25,4 +26,5 @@ export const migrations: Record<string, Migration> = {
   '0008_deliveries_signed_once': m0008,
   '0009_run_execution_failures': m0009,
   '0010_event_trigger_when': m0010,
+  '0011_trigger_next_run_cleanup': m0011,
 };
