@@ -15,7 +15,11 @@ export function encodeCursor(lastId: string, list: string): string {
  * a well-formed array whose item is not an id (`["zzz"]` would sort after every id and quietly
  * answer the first page again), and a cursor of another list (a diagrams cursor sent to
  * `/v1/triggers` answered an empty page, or another list's slice, as if it were one of its own).
- * A cursor of one item, the id alone, is one handed out before cursors named their list.
+ * A cursor of one item, the id alone, is one handed out before cursors named their list; one
+ * with items after the list's name is one a newer version handed out (its extra items unread
+ * here), so that during a rolling upgrade a client paging through a load balancer is not
+ * refused by the old processes (an upgrade review: the list's name, added 2026-11-27, made
+ * every old process refuse the new cursors).
  */
 export function decodeCursor(cursor: string, list: string): string {
   try {
@@ -24,7 +28,7 @@ export function decodeCursor(cursor: string, list: string): string {
     // after it read as the cursor. Only the exact text this service hands out is taken.
     if (bytes.toString('base64url') !== cursor) throw new Error('not canonical base64url');
     const key: unknown = JSON.parse(bytes.toString('utf8'));
-    const ofThisList = Array.isArray(key) && (key.length === 1 || (key.length === 2 && key[1] === list));
+    const ofThisList = Array.isArray(key) && (key.length === 1 || (key.length >= 2 && key[1] === list));
     if (ofThisList && isUuid(key[0])) return key[0].toLowerCase();
   } catch {
     // fall through to the error below
