@@ -169,8 +169,14 @@ describeEachStore('delivery signatures over HTTP', (env) => {
     const newest = await rotateSecret(env.db, box, ended.webhookId, 60_000, past);
     const old = await deliver(env, ended, undefined, { raw: body });
     expect(old.statusCode).toBe(401);
-    expect(old.json().code).toBe('invalid_signature');
+    // Said as what it is: a wrong secret and a rotated-out one read alike after an overlap.
+    const retiredAt = new Date(past.getTime() + 60_000).toISOString();
+    expect(old.json()).toMatchObject({
+      code: 'invalid_signature',
+      error: `X-Service-Signature was made with a secret this endpoint stopped accepting at ${retiredAt} (the secret was rotated); use the endpoint's current secret`,
+    });
     expect((await deliver(env, { ...ended, secret: newest }, undefined, { raw: body })).statusCode).toBe(202);
+    expect((await deliver(env, { ...ended, secret: 'whsec_never-its-secret' }, undefined, { raw: body })).json().error).toMatch(/^no v1 signature matches/);
   });
 
   it('bearer endpoints take the secret as a bearer token, compared by hash', async () => {
@@ -186,6 +192,14 @@ describeEachStore('delivery signatures over HTTP', (env) => {
     // A signature is not what a bearer endpoint takes.
     const signed = await deliver(env, bearer, undefined, { raw: body });
     expect(signed.statusCode).toBe(401);
+    // A bearer secret rotated out is named as such.
+    const past = new Date(env.container.clock.now().getTime() - 10 * 60_000);
+    await rotateSecret(env.db, createSecretBox(env.container.config.secretKey), bearer.webhookId, 60_000, past);
+    const retired = await send(`Bearer ${bearer.secret}`);
+    expect(retired.statusCode).toBe(401);
+    expect(retired.json().error).toBe(
+      `the bearer secret is one this endpoint stopped accepting at ${new Date(past.getTime() + 60_000).toISOString()} (the secret was rotated); use the endpoint's current secret`,
+    );
   });
 
   it('answers 404 for unknown, deleted and non-UUID endpoints, before looking at the signature', async () => {

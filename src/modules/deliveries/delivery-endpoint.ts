@@ -9,7 +9,7 @@ import { runHot, type HotStatement } from '../../storage/hot-statement.js';
 import type { SecretBox } from '../../lib/secret-box.js';
 import { ApiError } from '../../lib/errors.js';
 import { isUuid } from '../../lib/ids.js';
-import { openSecrets, type SecretRow } from '../webhooks/webhook-secrets.js';
+import { openSecrets, retiredSecrets, type SecretRow } from '../webhooks/webhook-secrets.js';
 import { verifySignature, type SignatureFailureReason } from '../../ingestion/signature.js';
 import { verifyBearer } from '../../ingestion/bearer.js';
 
@@ -112,13 +112,30 @@ export async function checkDeliveryCredentials(
 ): Promise<{ signedAt: number | null }> {
   // The secrets came with the endpoint (findDeliveryEndpoint); `deps.db` is no longer read here.
   const secrets = openSecrets(deps.box, endpoint.secrets, now);
+  const nowSeconds = Math.floor(now.getTime() / 1000);
   if (endpoint.auth === 'bearer') {
     const check = verifyBearer(presented.authorization, secrets.map((secret) => secret.secretHash));
-    if (!check.ok) throw new ApiError('invalid_signature', 'missing or invalid bearer secret; send Authorization: Bearer <endpoint secret>');
-    return { signedAt: null };
+    if (check.ok) return { signedAt: null };
+    const stale = retiredSecrets(deps.box, endpoint.secrets, now).find((old) => verifyBearer(presented.authorization, [old.secretHash]).ok);
+    throw new ApiError('invalid_signature', stale ? rotatedOut('the bearer secret is one', stale) : 'missing or invalid bearer secret; send Authorization: Bearer <endpoint secret>');
   }
   const keys = secrets.flatMap((secret) => (secret.secret === null ? [] : [secret.secret]));
-  const check = verifySignature(presented.signature, rawBody, keys, Math.floor(now.getTime() / 1000));
-  if (!check.ok) throw new ApiError(check.code, SIGNATURE_MESSAGES[check.reason]);
-  return { signedAt: check.timestamp };
+  const check = verifySignature(presented.signature, rawBody, keys, nowSeconds);
+  if (check.ok) return { signedAt: check.timestamp };
+  if (check.reason === 'no_matching_signature') {
+    // Made with a secret this endpoint had: after a rotation's overlap, "no signature matches"
+    // read like a wrong secret or a changed body (a newcomer's walkthrough).
+    const stale = retiredSecrets(deps.box, endpoint.secrets, now).find(
+      (old) => old.secret !== null && verifySignature(presented.signature, rawBody, [old.secret], nowSeconds, SIGNED_BY_RETIRED_WITHIN_S).ok,
+    );
+    if (stale) throw new ApiError('invalid_signature', rotatedOut('X-Service-Signature was made with a secret', stale));
+  }
+  throw new ApiError(check.code, SIGNATURE_MESSAGES[check.reason]);
+}
+
+/** A signature by a rotated-out secret is named as such whatever its `t` (within ten years). */
+const SIGNED_BY_RETIRED_WITHIN_S = 10 * 366 * 86_400;
+
+function rotatedOut(what: string, secret: { expiresAt: string | null }): string {
+  return `${what} this endpoint stopped accepting at ${secret.expiresAt} (the secret was rotated); use the endpoint's current secret`;
 }

@@ -81,6 +81,23 @@ export function openSecrets(box: SecretBox, rows: readonly SecretRow[], now: Dat
     }));
 }
 
+/**
+ * The secrets of an endpoint that stopped verifying by `now` (rotated out), opened, the latest to
+ * stop first: only to tell a sender still using one what is wrong (delivery-endpoint.ts).
+ */
+export function retiredSecrets(box: SecretBox, rows: readonly SecretRow[], now: Date): ActiveSecret[] {
+  const at = now.toISOString();
+  return rows
+    .filter((row) => row.expires_at !== null && row.expires_at <= at)
+    .sort((a, b) => (a.expires_at! < b.expires_at! ? 1 : a.expires_at! > b.expires_at! ? -1 : 0))
+    .map((row) => ({
+      id: row.id,
+      secretHash: row.secret_hash,
+      secret: row.sealed_secret === null ? null : box.open(row.sealed_secret),
+      expiresAt: row.expires_at,
+    }));
+}
+
 /** Makes every secret of the endpoint stop verifying at `at`, or earlier if it already would. */
 export async function expireSecrets(db: DbOrTx, webhookId: string, at: string): Promise<void> {
   await db
