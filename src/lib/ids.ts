@@ -56,6 +56,16 @@ export function uuidv7(nowMs: number = Date.now()): string {
   return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
 }
 
+/**
+ * The lowest UUID v7 (as text) whose time is `ms` or later: every id `uuidv7(ms')` with ms' ≥ ms
+ * sorts at or after it. Lets a filter on a row's time, when its id is a v7 of that time or a
+ * later one, read a range of the id index instead of every row.
+ */
+export function lowestUuidv7At(ms: number): string {
+  const hex = Math.max(0, Math.floor(ms)).toString(16).padStart(12, '0');
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-0000-0000-000000000000`;
+}
+
 export const uuidv4 = (): string => randomUUID();
 
 const UUID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;

@@ -65,6 +65,25 @@ describeEachStore('diagrams', (env) => {
     expect(ids(await ws.call('GET', '/v1/diagrams?q=nothing-like-this'))).toEqual([]);
   });
 
+  it('searches instances by name: the runs of the blueprints so named, newest first, paged', async () => {
+    const ws = await env.workspace();
+    const other = await env.workspace();
+    const copd = await ws.importBlueprint(simpleBlueprint('COPD check-in'));
+    const diabetes = await ws.importBlueprint(simpleBlueprint('Diabetes review'));
+    const copdRuns = [await fireRun(ws, copd.id), await fireRun(ws, copd.id)];
+    await fireRun(ws, diabetes.id);
+    const theirs = await other.importBlueprint(simpleBlueprint('COPD elsewhere'));
+    await fireRun(other, theirs.id);
+    expect(ids(await ws.call('GET', '/v1/diagrams?type=instance&q=copd'))).toEqual([...copdRuns].reverse());
+    expect(ids(await ws.call('GET', '/v1/diagrams?type=instance&q=CHECK-IN'))).toEqual([...copdRuns].reverse());
+    expect(ids(await ws.call('GET', '/v1/diagrams?type=instance&q=nothing-like-this'))).toEqual([]);
+    expect(ids(await ws.call('GET', `/v1/diagrams?type=instance&q=copd&sourceId=${diabetes.id}`))).toEqual([]);
+    expect(ids(await ws.call('GET', `/v1/diagrams?type=instance&q=copd&sourceId=${copd.id}`))).toEqual([...copdRuns].reverse());
+    const first = (await ws.call('GET', '/v1/diagrams?type=instance&q=copd&limit=1')).json();
+    expect(first.data.map((d: { id: string }) => d.id)).toEqual([copdRuns[1]]);
+    expect(ids(await ws.call('GET', `/v1/diagrams?type=instance&q=copd&limit=1&cursor=${first.nextCursor}`))).toEqual([copdRuns[0]]);
+  });
+
   it('gets one diagram: a blueprint without sourceId, an instance with it', async () => {
     const ws = await env.workspace();
     const blueprint = await ws.importBlueprint(simpleBlueprint('Pathway'));

@@ -8,6 +8,7 @@ import { Migrator, sql } from 'kysely';
 import { describeEachStore, type TestEnv, type TestWorkspace } from '../helpers/test-env.js';
 import { changeTags, insertRecords, type RecordInput } from '../../src/modules/records/record.repository.js';
 import { foldTagChanges } from '../../src/modules/search/tag-bitmap.repository.js';
+import { tagBitmapFolderService } from '../../src/modules/search/tag-bitmap-folder.service.js';
 import type { SearchOrder, TagFilter } from '../../src/modules/search/search.schemas.js';
 import { migrations } from '../../src/storage/migrations/index.js';
 import { openStore } from '../../src/storage/connect.js';
@@ -295,6 +296,34 @@ describeEachStore('tag bitmaps of records stored before they existed', (env) => 
       // otherwise still hold the file while its folder is removed.
       await opened.close();
       await store.dispose();
+    }
+  });
+});
+
+describeEachStore('the tag change log folder', (env) => {
+  it('folds the log in the background, and on PostgreSQL vacuums it once a large fold has emptied it', async () => {
+    const ws = await env.workspace();
+    const records = Array.from({ length: 120 }, (_, n) => ({ resourceType: 'Patient' as const, extId: `fold-${n}`, name: `Fold ${n}`, tags: ['a', 'b'] }));
+    await insertRecords(env.db, ws.workspaceId, records, new Date().toISOString());
+    const logged = async () => Number((await env.db.selectFrom('record_tag_changes').select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow()).n);
+    expect(await logged()).toBeGreaterThanOrEqual(360);
+    const lastVacuum = async () =>
+      (await sql<{ at: string | null }>`select last_vacuum as at from pg_stat_user_tables where relname = 'record_tag_changes' and schemaname = current_schema()`.execute(env.db)).rows[0]?.at ?? null;
+    const before = env.kind === 'postgres' ? await lastVacuum() : null;
+    const folder = await tagBitmapFolderService({ batch: 100, pollMs: 20, vacuumAfter: 300 }).start(env.container);
+    try {
+      for (let waited = 0; (await logged()) > 0 && waited < 10_000; waited += 50) await new Promise((resolve) => setTimeout(resolve, 50));
+      expect(await logged()).toBe(0);
+      if (env.kind === 'postgres') {
+        let after = before;
+        for (let waited = 0; after === before && waited < 10_000; waited += 100) {
+          await new Promise((resolve) => setTimeout(resolve, 100));
+          after = await lastVacuum();
+        }
+        expect(after).not.toBe(before);
+      }
+    } finally {
+      await folder.stop();
     }
   });
 });

@@ -1,6 +1,6 @@
 import type { AuditEventTable, DbOrTx } from '../../storage/database.js';
 import type { RequestContext } from '../../auth/context.js';
-import { uuidv7 } from '../../lib/ids.js';
+import { lowestUuidv7At, uuidv7 } from '../../lib/ids.js';
 import { newestFirstPage, type Page } from '../../lib/cursor.js';
 import { parseJson } from '../../lib/json.js';
 
@@ -88,8 +88,19 @@ export interface AuditListQuery {
 export async function listAuditEvents(db: DbOrTx, workspaceId: string, query: AuditListQuery): Promise<Page<AuditEvent>> {
   let select = db.selectFrom('audit_events').selectAll().where('workspace_id', '=', workspaceId);
   if (query.action) select = select.where('action', '=', query.action);
-  if (query.since) select = select.where('at', '>=', query.since);
+  if (query.since) select = select.where('at', '>=', query.since).where('id', '>=', idsFrom(query.since));
   return newestFirstPage(select, query, toAuditEvent, 'audit-events');
+}
+
+/**
+ * Every event's id is a UUID v7 of its `at` or of a later time (`auditRow`: the id generator never
+ * goes back), so events at or after `since` have ids at or after this one: `since` becomes a
+ * range of the `(workspace_id, id)` index. Filtered on `at` alone, a `since` read every event of
+ * the workspace (1 s at 2,000,000 events on PostgreSQL, over 45 s on SQLite for a `since` in the
+ * future; a scale review).
+ */
+function idsFrom(since: string): string {
+  return lowestUuidv7At(Date.parse(since));
 }
 
 /** One page in write order (oldest first) after an id: what an export reads forward with. */
@@ -99,7 +110,7 @@ export async function listAuditEventsAfter(
   query: { since?: string; afterId?: string; limit: number },
 ): Promise<AuditEvent[]> {
   let select = db.selectFrom('audit_events').selectAll().where('workspace_id', '=', workspaceId);
-  if (query.since) select = select.where('at', '>=', query.since);
+  if (query.since) select = select.where('at', '>=', query.since).where('id', '>=', idsFrom(query.since));
   if (query.afterId) select = select.where('id', '>', query.afterId);
   const rows = await select.orderBy('id', 'asc').limit(query.limit).execute();
   return rows.map(toAuditEvent);

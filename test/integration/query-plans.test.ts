@@ -1,0 +1,54 @@
+/**
+ * The list and count statements that a big workspace made slow read an index range (a scale
+ * review, 2026-11-27: a million runs, two million audit events). On SQLite the plans are checked;
+ * PostgreSQL's depend on its statistics, so there the indexes are checked to exist.
+ */
+import { expect, it } from 'vitest';
+import { CompiledQuery } from 'kysely';
+import { describeEachStore } from '../helpers/test-env.js';
+import { sqliteConnectionOf } from '../../src/storage/connect.js';
+
+const PLANS: { what: string; sql: string; index: RegExp }[] = [
+  {
+    what: "a trigger's runs, newest first",
+    sql: 'select id from runs where workspace_id = ? and trigger_id = ? order by id desc limit 26',
+    index: /^SEARCH runs USING (COVERING )?INDEX runs_by_trigger \(workspace_id=\? AND trigger_id=\?\)$/,
+  },
+  {
+    what: "a trigger's runs of one status",
+    sql: 'select id from runs where workspace_id = ? and trigger_id = ? and automation_status = ? order by id desc limit 26',
+    index: /^SEARCH runs USING (COVERING )?INDEX runs_by_trigger_status \(workspace_id=\? AND trigger_id=\? AND automation_status=\?\)$/,
+  },
+  {
+    what: "a trigger's counts by status, from the index alone",
+    sql: 'select automation_status, count(*) from runs where workspace_id = ? and trigger_id = ? group by automation_status',
+    index: /^SEARCH runs USING COVERING INDEX runs_by_trigger_status \(workspace_id=\? AND trigger_id=\?\)$/,
+  },
+  {
+    what: 'audit events since a time',
+    sql: 'select * from audit_events where workspace_id = ? and at >= ? and id >= ? order by id desc limit 26',
+    index: /^SEARCH audit_events USING INDEX audit_list \(workspace_id=\? AND id>\?\)$/,
+  },
+];
+
+describeEachStore('query plans of big lists', (env) => {
+  it('read index ranges, the workspace first', async () => {
+    if (env.kind === 'postgres') {
+      const { rows } = await env.db.executeQuery<{ indexdef: string }>(
+        CompiledQuery.raw(`select indexdef from pg_indexes where schemaname = current_schema() and tablename = 'runs'`),
+      );
+      const definitions = rows.map((row) => row.indexdef).join('\n');
+      expect(definitions).toMatch(/runs_by_trigger .*\(workspace_id, trigger_id, id\)/);
+      expect(definitions).toMatch(/runs_by_trigger_status .*\(workspace_id, trigger_id, automation_status, id\)/);
+      expect(definitions).not.toMatch(/ runs_trigger /);
+      expect(definitions).not.toMatch(/ runs_trigger_status /);
+      return;
+    }
+    const connection = sqliteConnectionOf(env.db)!;
+    for (const { what, sql, index } of PLANS) {
+      const parameters = Array.from({ length: (sql.match(/\?/g) ?? []).length }, () => 'x');
+      const plan = (connection.prepare(`explain query plan ${sql}`).all(...parameters) as { detail: string }[]).map((row) => row.detail);
+      expect(plan, what).toEqual([expect.stringMatching(index)]);
+    }
+  });
+});
