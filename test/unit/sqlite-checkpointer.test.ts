@@ -84,11 +84,12 @@ it('restarts the WAL under a steady stream of commits by asking the serving side
   }
   expect(quiets).toBeGreaterThan(0);
   // Every insert writes about three frames (without the handshake the WAL held 3× as many pages
-  // as inserts); a WAL that restarts stays below one page per insert even when the thread is
-  // starved of CPU for a while (on a loaded machine it reached 0.7).
+  // as inserts); a WAL that restarts stays below one page per insert on an idle machine, and
+  // below two even when the thread is starved of CPU by other work (0.7 and 1.5 were seen on
+  // loaded machines): a WAL that never restarted is at three.
   const walPages = statSync(`${file}-wal`).size / 4096;
   expect(written).toBeGreaterThan(1_000);
-  expect(walPages).toBeLessThan(written);
+  expect(walPages).toBeLessThan(2 * written);
   expect(connection.prepare('select count(*) as n from t').get()).toEqual({ n: written });
   connection.close();
 });
