@@ -49,14 +49,21 @@ describe('the carepath process [sqlite]', () => {
     expect(wrong.stderr()).toContain('--name <key name> is required');
   }, 60_000);
 
-  it('an admin command that finds nothing in a store it has just created says so, and leaves no store behind', async () => {
-    const file = join(dir, 'not-the-service.db');
+  it('an admin command other than workspace create refuses a store that does not exist, and makes none', async () => {
     const webhookId = '0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b';
-    const lost = await runToEnd(['admin', 'webhook', 'rotate-secret', webhookId], { CAREPATH_DATABASE_URL: `sqlite:${file}` });
-    expect(lost.code).toBe(1);
-    expect(lost.stderr).toContain(`no live webhook endpoint has the id "${webhookId}". The store it looked in, sqlite:${file}, did not exist before this command (and is removed again): set CAREPATH_DATABASE_URL as the service has it`);
-    expect(existsSync(file)).toBe(false);
-    // In a store that existed, the same lookup says only what it found.
+    for (const file of [join(dir, 'not-the-service.db'), join(dir, 'no-such-folder', 'x.db')]) {
+      for (const command of [['admin', 'webhook', 'rotate-secret', webhookId], ['admin', 'workspace', 'list']]) {
+        const refused = await runToEnd(command, { CAREPATH_DATABASE_URL: `sqlite:${file}` });
+        expect(refused.code, command.join(' ')).toBe(1);
+        expect(refused.stderr).toBe(
+          `carepath: there is no store at sqlite:${file}: set CAREPATH_DATABASE_URL as the service has it; ` +
+            '`carepath admin workspace create` (or starting the service) makes a new one\n',
+        );
+      }
+      expect(existsSync(file)).toBe(false);
+    }
+    expect(existsSync(join(dir, 'no-such-folder'))).toBe(false);
+    // In a store that exists, the same lookup says only what it found.
     const env = { CAREPATH_DATABASE_URL: `sqlite:${join(dir, 'admin.db')}` };
     const there = await runToEnd(['admin', 'webhook', 'rotate-secret', webhookId], env);
     expect(there.code).toBe(1);

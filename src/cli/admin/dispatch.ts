@@ -3,7 +3,7 @@
  * strict: an unknown flag is an error, not silently ignored), then opens the store, runs it and
  * closes the store. Usage errors are raised before the store is opened.
  */
-import { existsSync, rmSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import type { Config } from '../../config.js';
 import { createLogger } from '../../lib/logger.js';
@@ -103,28 +103,27 @@ export function parseAdminArgv(argv: readonly string[]): ParsedAdmin {
 export async function runAdmin(argv: readonly string[], config: () => Config, out: Output): Promise<void> {
   const parsed = parseAdminArgv(argv);
   if (parsed.kind === 'help') return out.write(parsed.text);
+  const settings = config();
+  // Every command but `workspace create` reads or changes what a store already holds. Run without
+  // the service's settings, one opened a new, empty store at the default path, found nothing
+  // ("no live webhook endpoint has the id …", read as a wrong id at 2 a.m.; "No workspaces.")
+  // and left that store behind (a newcomer's walkthrough): refused before anything is made.
+  const missing = sqliteFileCreatedNow(settings.databaseUrl);
+  if (missing !== null && commandName(parsed.command) !== 'carepath admin workspace create') {
+    throw new CommandError(
+      `there is no store at ${settings.databaseUrl}: set CAREPATH_DATABASE_URL as the service has it` +
+        `${process.env.CAREPATH_DATABASE_URL ? '' : ' (it is not set here, so the default was used)'}; ` +
+        '`carepath admin workspace create` (or starting the service) makes a new one',
+    );
+  }
   // Loaded here, not at the top: `carepath help` reads this file's usage lines only.
   const { createContainer } = await import('../../container.js');
-  const settings = config();
-  const newFile = sqliteFileCreatedNow(settings.databaseUrl);
   const container = await createContainer(settings, { logger: createLogger('silent') });
   try {
     await parsed.command.execute(container, parsed.args, out, parsed.json);
-  } catch (error) {
+  } finally {
     await container.close();
-    // A command run without the service's settings opened a new, empty store and found nothing
-    // in it ("no live webhook endpoint has the id …" read as a wrong id at 2 a.m.; a newcomer's
-    // walkthrough): say so, and leave no such store behind.
-    if (newFile !== null && error instanceof CommandError) {
-      for (const suffix of ['', '-wal', '-shm']) rmSync(`${newFile}${suffix}`, { force: true });
-      throw new CommandError(
-        `${error.message}. The store it looked in, ${settings.databaseUrl}, did not exist before this command (and is removed again): ` +
-          `set CAREPATH_DATABASE_URL as the service has it${process.env.CAREPATH_DATABASE_URL ? '' : ' (it is not set here, so the default was used)'}`,
-      );
-    }
-    throw error;
   }
-  await container.close();
 }
 
 /** The SQLite file a URL names when that file does not exist yet (opening the store will make it); else null. */
