@@ -479,6 +479,21 @@ describe('nextTickAfter: cron asked from inside a night whose clocks change', ()
   }
 });
 
+describe('cron every minute inside the Americas\' repeated hour', () => {
+  // croner answered a time already past from inside it, and the search for the latest tick,
+  // fed such answers, never ended: a scheduler with such a trigger froze (a verification round).
+  it.each([
+    [NEW_YORK, '2026-11-01T06:05:00Z', '2026-11-01T05:59:00.000Z', '2026-11-01T07:00:00.000Z'],
+    [NEW_YORK, '2026-11-01T06:59:30Z', '2026-11-01T05:59:00.000Z', '2026-11-01T07:00:00.000Z'],
+    ['America/Chicago', '2026-11-01T07:10:00Z', '2026-11-01T06:59:00.000Z', '2026-11-01T08:00:00.000Z'],
+    ['America/Havana', '2026-11-01T05:10:00Z', '2026-11-01T04:59:00.000Z', '2026-11-01T06:00:00.000Z'],
+  ])('in %s at %s: the latest tick is the first hour\'s last minute, the next one after the hour', (zone, now, latest, next) => {
+    const s = schedule('*/1 * * * *', zone);
+    expect(latestTickAtOrBefore(s, at(now), at(now))!.toISOString()).toBe(latest);
+    expect(nextTickAfter(s, at(now), at(now)).toISOString()).toBe(next);
+  });
+});
+
 describe('latestTickAtOrBefore', () => {
   it('is null before the anchor and the anchor itself at the anchor', () => {
     const anchor = at('2026-01-01T00:00:00.000Z');

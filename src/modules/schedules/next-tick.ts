@@ -168,8 +168,11 @@ const offsetAt = (ms: number, zone: string): number => DateTime.fromMillis(ms, {
  * for a regular series (each costs about half a millisecond), a few dozen for irregular ones.
  */
 function latestCronTick(schedule: Schedule, expression: string, now: number): Date | null {
-  const cron = new Cron(expression, { timezone: schedule.timezone });
-  const fireAfter = (from: number): number | null => cron.nextRun(new Date(from))?.getTime() ?? null;
+  // The series' next fire time after `from`, as nextCronTick walks it: croner's own answer from
+  // inside the Americas' repeated hour is a time already past, and the search below, fed such
+  // answers for an every-minute series, never ended (a verification round: a scheduler froze).
+  const series: Schedule = { interval: schedule.interval, timezone: schedule.timezone };
+  const fireAfter = (from: number): number | null => nextCronTick(series, expression, from)?.getTime() ?? null;
   const firesBy = (from: number): boolean => (fireAfter(from) ?? Infinity) <= now;
   const earliest = schedule.startAt === undefined ? now - CRON_LOOKBACK_MS : Date.parse(schedule.startAt) - 1;
   if (now <= earliest) return null;
