@@ -134,6 +134,7 @@ describeEachStore('event triggers', (env) => {
       [{ type: 'event', event: 'Patient.created', when: 'payload.resource.(' }, /^body\.when does not compile: /],
       [{ type: 'event', event: 'Patient.created', when: 'payload.resource.exist()' }, /^body\.when fails even on an empty run context: /],
       [{ type: 'event', event: 'Patient.created', when: '' }, /when/],
+      [{ type: 'event', event: 'Patient.created', when: "'a' | 'b'" }, /^body\.when can never hold: it gave 2 items where a single Boolean was expected$/],
       [{ type: 'web', when: 'true' }, /^body\.when does not apply to a web trigger$/],
     ] as const) {
       const res = await create(body);

@@ -15,6 +15,7 @@ import { parseSchedule } from '../schedules/schedule.js';
 import { nextRunAfter } from '../schedules/next-tick.js';
 import { eventNameProblem } from '../../ingestion/events.js';
 import { expressionProblem } from '../blueprints/expression.check.js';
+import { compileExpression, evaluateBoolean, ExpressionEvaluationError } from '../../lib/fhirpath.js';
 import { recordAudit } from '../audit/audit.repository.js';
 import { setupCreated, setupDeleted, setupUpdated } from '../audit/setup-audit.js';
 import type { CreateTriggerBody, TriggerView, UpdateTriggerBody } from './trigger.schemas.js';
@@ -74,6 +75,14 @@ function refuseBadWhen(when: string | null | undefined): void {
   if (when === null || when === undefined) return;
   const problem = expressionProblem(when);
   if (problem) throw invalidRequest(`body.when ${problem}`);
+  // A condition is one true or false: one that gives several items even on an empty payload
+  // (`'a' | 'b'`) could never hold, and was taken (a verification round).
+  try {
+    evaluateBoolean(compileExpression(when), { payload: {}, subject: {}, steps: {}, vars: {} });
+  } catch (error) {
+    if (error instanceof ExpressionEvaluationError) throw invalidRequest(`body.when can never hold: it ${error.detail}`);
+    throw error;
+  }
 }
 
 /** An event trigger on an event carepath never raises would never start a run: refused at once. */
