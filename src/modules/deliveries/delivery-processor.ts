@@ -30,7 +30,7 @@ import {
 import { parsedHandoffFor, type IntakeClaimant, type ParsedHandoff } from './parsed-handoff.js';
 import { deliverWakes, sweepPendingWakes } from './event-wake.js';
 import type { DeliveryReader } from './delivery-reader.js';
-import { isStoreFullError, loggableError, storeWaitMs } from '../../lib/store-errors.js';
+import { isStoreFullError, loggableError, storeWaitMs, isConflictError } from '../../lib/store-errors.js';
 
 export interface DeliveryProcessorDeps extends WorkerBasics {
   /** Reads stored bodies that were not handed over in memory (delivery-reader.ts). */
@@ -96,7 +96,12 @@ const retryDelayMs = (attempts: number): number => Math.min(60_000, 1000 * 2 ** 
 function storeProblemOf(error: unknown): { waitMs: number; message: string } | null {
   const waitMs = storeWaitMs(error);
   if (waitMs === null) return null;
-  return { waitMs, message: `waiting for the database: ${isStoreFullError(error) ? 'it has no room to write' : 'it did not answer'}` };
+  const why = isStoreFullError(error)
+    ? 'it has no room to write'
+    : isConflictError(error)
+      ? 'it stopped this transaction for another one that needed the same rows (a deadlock or a serialization conflict); it is tried again'
+      : 'it did not answer';
+  return { waitMs, message: `waiting for the database: ${why}` };
 }
 
 function describeFailure(error: unknown): string {
@@ -320,7 +325,11 @@ export class DeliveryProcessor {
     const { db, clock, logger } = this.deps;
     const storeProblem = storeProblemOf(error);
     const message = storeProblem?.message ?? describeFailure(error);
-    logger.error({ deliveryId: delivery.id, attempts: delivery.attempts, err: loggableError(error) }, message);
+    // A deadlock or serialization conflict is the store's ordinary way of settling two
+    // transactions that met; the delivery is tried again: a warning, not an error.
+    const log = { deliveryId: delivery.id, attempts: delivery.attempts, err: loggableError(error) };
+    if (isConflictError(error)) logger.warn(log, message);
+    else logger.error(log, message);
     const now = clock.now();
     const final = !storeProblem && (error instanceof UnreadableDeliveryError || delivery.attempts >= this.maxAttempts);
     if (final) {
