@@ -7,7 +7,7 @@
 import pg from 'pg';
 import { expect, it } from 'vitest';
 import { describeEachStore, type TestEnv, type TestWorkspace } from '../helpers/test-env.js';
-import { createEndpoint, deliver, deliverAndProcess, processorFor, type Endpoint } from '../helpers/deliveries.js';
+import { createEndpoint, deliver, deliverAndProcess, eventTrigger, processorFor, type Endpoint } from '../helpers/deliveries.js';
 import { createContainer } from '../../src/container.js';
 import { loadConfig } from '../../src/config.js';
 import { createLogger } from '../../src/lib/logger.js';
@@ -67,6 +67,73 @@ describeEachStore('deliveries about the same resources, applied at once', (env) 
     // Whichever came last, a Patient has a state exactly when it has a record.
     expect(after.recordIds).toEqual(after.stateIds);
     for (const id of after.recordIds) expect(after.tagsOf(id)).toEqual(['second']);
+  });
+
+  it('two deliveries creating the same new resources at once: one raises created, the other updated (several processors)', async () => {
+    const ws = await env.workspace();
+    const feed = await createEndpoint(ws);
+    const trigger = await eventTrigger(ws, 'Patient.created');
+    const ids = Array.from({ length: 60 }, (_, n) => `twice-${n}`);
+    for (const tag of ['first', 'second']) {
+      expect((await deliver(env, feed, { resourceType: 'Bundle', type: 'collection', entry: ids.map((id) => ({ resource: patient(id, tag) })) })).statusCode).toBe(202);
+    }
+    const second =
+      env.kind === 'postgres'
+        ? await createContainer(loadConfig({ ...process.env, CAREPATH_DATABASE_URL: env.container.config.databaseUrl }), {
+            storeOptions: { schema: env.schema, poolSize: 4 },
+            logger: createLogger('silent'),
+          })
+        : env.container;
+    try {
+      const processors = [processorFor(env, { batch: 1 }), new DeliveryProcessor({ ...workerBasics(second), reader: second.deliveryReader }, { batch: 1 })];
+      await Promise.all(processors.map((processor) => processor.drain()));
+    } finally {
+      if (second !== env.container) await second.close();
+    }
+    // Every Patient was created once: one run each, whichever delivery came first.
+    const runs = await env.db.selectFrom('runs').select('id').where('trigger_id', '=', trigger.triggerId).execute();
+    expect(runs).toHaveLength(ids.length);
+    const events = await env.db.selectFrom('deliveries').select('events').where('webhook_id', '=', feed.webhookId).execute();
+    const raised = events.flatMap((row) => JSON.parse(row.events ?? '[]') as { event: string; count: number }[]);
+    expect(raised.filter((e) => e.event === 'Patient.created').reduce((sum, e) => sum + e.count, 0)).toBe(ids.length);
+    expect(raised.filter((e) => e.event === 'Patient.updated').reduce((sum, e) => sum + e.count, 0)).toBe(ids.length);
+    expect((await stored(env, ws)).recordIds).toHaveLength(ids.length);
+  });
+
+  it('PostgreSQL: a delivery of a new resource waits while another processor creates it, then updates it', async () => {
+    if (env.kind !== 'postgres') return;
+    const ws = await env.workspace();
+    const feed = await createEndpoint(ws);
+    // Validation compiled first, so that the delivery below is applied at once, not seconds later.
+    await deliverAndProcess(env, feed, patient('warm-up', 'first'));
+    const created = await eventTrigger(ws, 'Patient.created');
+    const other = new pg.Client({ connectionString: env.container.config.databaseUrl });
+    await other.connect();
+    try {
+      // Another processor is creating Patient/fresh: it holds the key's bucket (as resource-locks.ts
+      // takes it) and has written the state and the record, not yet committed.
+      await other.query(`set search_path to ${env.schema}`);
+      await other.query('begin');
+      await other.query(`select pg_advisory_xact_lock(${0x63706e72}, hashtext($1 || '/Patient/fresh') & 1023)`, [ws.workspaceId]);
+      await other.query(
+        `insert into resource_states (workspace_id, resource_type, resource_id, status, patient_id, source_tags, delivery_id, updated_at)
+         values ($1, 'Patient', 'fresh', null, 'fresh', '["first"]', 'other', $2)`,
+        [ws.workspaceId, new Date().toISOString()],
+      );
+      expect((await deliver(env, feed, patient('fresh', 'second'))).statusCode).toBe(202);
+      const applying = processorFor(env).drain();
+      await sleep(500);
+      expect(await deliveryStatus(env, feed)).toBe('processing');
+      await other.query('commit');
+      await applying;
+    } finally {
+      await other.query('rollback').catch(() => undefined);
+      await other.end();
+    }
+    // It found the Patient the other one created: updated, not created a second time.
+    const row = await env.db.selectFrom('deliveries').select('events').where('webhook_id', '=', feed.webhookId).orderBy('id', 'desc').executeTakeFirstOrThrow();
+    expect(JSON.parse(row.events)).toEqual([{ event: 'Patient.updated', count: 1 }]);
+    expect(await env.db.selectFrom('runs').select('id').where('trigger_id', '=', created.triggerId).execute()).toEqual([]);
   });
 
   it('PostgreSQL: a delivery waits while another transaction holds its resource, then applies over what it wrote', async () => {

@@ -11,9 +11,13 @@
  * Locked: the resource states of every resource the group touches, then the records of its
  * Patients and Practitioners (a record can exist without a state: a stand-in), each in one
  * statement per workspace, workspaces and keys in one fixed order, so that two groups never wait
- * for each other in a circle. A resource stored for the first time has no row to lock: two
- * deliveries creating it meet at the unique indexes of states and records instead, whose inserts
- * wait for each other and tolerate the winner (record-upsert.ts).
+ * for each other in a circle. A resource stored for the first time has no row to lock: for those,
+ * an advisory lock per bucket of keys (NEW_RESOURCE_BUCKETS, in bucket order), then the states
+ * again, which a delivery that held the bucket may have made meanwhile. Without it two
+ * deliveries creating the same resource both saw it new, and both raised `.created` (a
+ * verification round: every run of a `Patient.created` trigger started twice). Buckets keep the
+ * number of locks a transaction holds bounded (PostgreSQL's lock table is shared and small);
+ * two deliveries of new resources that share a bucket apply one after the other.
  */
 import { sql } from 'kysely';
 import type { DbOrTx } from '../../storage/database.js';
@@ -27,7 +31,27 @@ export async function lockTouchedResources(tx: DbOrTx, touched: ReadonlyMap<stri
     const keys = [...touched.get(workspaceId)!].map(splitKey);
     await lockRows(tx, 'resource_states', 'resource_id', workspaceId, keys);
     await lockRows(tx, 'records', 'ext_id', workspaceId, keys.filter(([type]) => RECORD_TYPES.has(type)));
+    if (await lockNewResources(tx, workspaceId, keys)) await lockRows(tx, 'resource_states', 'resource_id', workspaceId, keys);
   }
+}
+
+/** Advisory lock buckets for resources not stored yet, under a class of their own. */
+const NEW_RESOURCE_LOCK_CLASS = 0x63706e72;
+const NEW_RESOURCE_BUCKETS = 1024;
+
+/** Locks the buckets of the keys that have no state yet; answers whether there were any. */
+async function lockNewResources(tx: DbOrTx, workspaceId: string, keys: readonly [string, string][]): Promise<boolean> {
+  if (keys.length === 0) return false;
+  const { rows } = await sql<{ bucket: number }>`
+    select pg_advisory_xact_lock(${NEW_RESOURCE_LOCK_CLASS}, b.bucket), b.bucket
+    from (
+      select distinct (hashtext(${workspaceId} || '/' || k.t || '/' || k.i) & ${NEW_RESOURCE_BUCKETS - 1}) as bucket
+      from unnest(${keys.map(([type]) => type)}::text[], ${keys.map(([, key]) => key)}::text[]) as k (t, i)
+      where not exists (
+        select 1 from resource_states s where s.workspace_id = ${workspaceId} and s.resource_type = k.t and s.resource_id = k.i)
+      order by 1
+    ) b`.execute(tx);
+  return rows.length > 0;
 }
 
 /** The rows of `table` with these (type, id) keys in the workspace, locked in key order. */
