@@ -37,31 +37,38 @@ async function deliveryStatus(env: TestEnv, endpoint: Endpoint): Promise<string>
   return row.status;
 }
 
+/**
+ * Processes what is waiting with two processors at once, each claiming one delivery at a time: on
+ * PostgreSQL in two containers, as two processes would be; on SQLite in the one container.
+ */
+async function drainWithTwoProcessors(env: TestEnv): Promise<void> {
+  const second =
+    env.kind === 'postgres'
+      ? await createContainer(loadConfig({ ...process.env, CAREPATH_DATABASE_URL: env.container.config.databaseUrl }), {
+          storeOptions: { schema: env.schema, poolSize: 4 },
+          logger: createLogger('silent'),
+        })
+      : env.container;
+  try {
+    const processors = [processorFor(env, { batch: 1 }), new DeliveryProcessor({ ...workerBasics(second), reader: second.deliveryReader }, { batch: 1 })];
+    await Promise.all(processors.map((processor) => processor.drain()));
+  } finally {
+    if (second !== env.container) await second.close();
+  }
+}
+
 describeEachStore('deliveries about the same resources, applied at once', (env) => {
   it('an update and a deletion of one Patient each see the other: state, record and tags agree (several processors)', async () => {
     const ws = await env.workspace();
     const feed = await createEndpoint(ws);
     const ids = Array.from({ length: 30 }, (_, n) => `race-${n}`);
     await deliverAndProcess(env, feed, { resourceType: 'Bundle', type: 'collection', entry: ids.map((id) => ({ resource: patient(id, 'first') })) });
-    // Each pair, an update and a deletion, is stored one after the other, and two processors
-    // (on PostgreSQL in two containers, as two processes would be) claim one delivery at a time.
+    // Each pair, an update and a deletion, is stored one after the other; two processors apply them.
     for (const id of ids) {
       expect((await deliver(env, feed, patient(id, 'second'))).statusCode).toBe(202);
       expect((await deliver(env, feed, deletion(id))).statusCode).toBe(202);
     }
-    const second =
-      env.kind === 'postgres'
-        ? await createContainer(loadConfig({ ...process.env, CAREPATH_DATABASE_URL: env.container.config.databaseUrl }), {
-            storeOptions: { schema: env.schema, poolSize: 4 },
-            logger: createLogger('silent'),
-          })
-        : env.container;
-    try {
-      const processors = [processorFor(env, { batch: 1 }), new DeliveryProcessor({ ...workerBasics(second), reader: second.deliveryReader }, { batch: 1 })];
-      await Promise.all(processors.map((processor) => processor.drain()));
-    } finally {
-      if (second !== env.container) await second.close();
-    }
+    await drainWithTwoProcessors(env);
     const after = await stored(env, ws);
     expect(after.orphanTags).toBe(0);
     // Whichever came last, a Patient has a state exactly when it has a record.
@@ -77,19 +84,7 @@ describeEachStore('deliveries about the same resources, applied at once', (env) 
     for (const tag of ['first', 'second']) {
       expect((await deliver(env, feed, { resourceType: 'Bundle', type: 'collection', entry: ids.map((id) => ({ resource: patient(id, tag) })) })).statusCode).toBe(202);
     }
-    const second =
-      env.kind === 'postgres'
-        ? await createContainer(loadConfig({ ...process.env, CAREPATH_DATABASE_URL: env.container.config.databaseUrl }), {
-            storeOptions: { schema: env.schema, poolSize: 4 },
-            logger: createLogger('silent'),
-          })
-        : env.container;
-    try {
-      const processors = [processorFor(env, { batch: 1 }), new DeliveryProcessor({ ...workerBasics(second), reader: second.deliveryReader }, { batch: 1 })];
-      await Promise.all(processors.map((processor) => processor.drain()));
-    } finally {
-      if (second !== env.container) await second.close();
-    }
+    await drainWithTwoProcessors(env);
     // Every Patient was created once: one run each, whichever delivery came first.
     const runs = await env.db.selectFrom('runs').select('id').where('trigger_id', '=', trigger.triggerId).execute();
     expect(runs).toHaveLength(ids.length);
