@@ -100,15 +100,15 @@ function plainValue(item: unknown): unknown {
  */
 export function evaluateBoolean(compiled: CompiledExpression, context: ExpressionContext): boolean {
   const result = evaluate(compiled, context);
-  if (result.length === 0) return false;
-  if (result.length > 1) {
-    throw new ExpressionEvaluationError(
-      compiled.text,
-      `gave ${result.length} items where a single Boolean was expected`,
-    );
-  }
+  const notBoolean = notOneBoolean(result);
+  if (notBoolean !== null) throw new ExpressionEvaluationError(compiled.text, notBoolean);
   const [only] = result;
-  return typeof only === 'boolean' ? only : true;
+  return result.length === 1 && (typeof only === 'boolean' ? only : true);
+}
+
+/** Why a result is no Boolean under singleton evaluation (more than one item), or null. */
+export function notOneBoolean(result: readonly unknown[]): string | null {
+  return result.length > 1 ? `gave ${result.length} items where a single Boolean was expected` : null;
 }
 
 /**

@@ -53,4 +53,3 @@ export function valueNestsDeeperThan(value: unknown, limit = MAX_JSON_DEPTH): bo
   for (const key in value) if (valueNestsDeeperThan((value as Record<string, unknown>)[key], limit - 1)) return true;
   return false;
 }
-

@@ -83,11 +83,16 @@ export function dialectOf(databaseUrl: string): Dialect {
  * configuration refuses it: config.ts).
  */
 export function sqliteFileOf(databaseUrl: string): string | null {
+  const path = sqlitePathOf(databaseUrl);
+  if (path !== null) mkdirSync(dirname(path), { recursive: true });
+  return path;
+}
+
+/** The SQLite database file a URL names, as written, touching nothing; null as for `sqliteFileOf`. */
+export function sqlitePathOf(databaseUrl: string): string | null {
   if (dialectOf(databaseUrl) !== 'sqlite') return null;
   const path = databaseUrl.slice('sqlite:'.length);
-  if (path === '' || path === ':memory:') return null;
-  mkdirSync(dirname(path), { recursive: true });
-  return path;
+  return path === '' || path === ':memory:' ? null : path;
 }
 
 export function openStore(databaseUrl: string, options: StoreOptions = {}): Store {

@@ -104,31 +104,24 @@ export async function runAdmin(argv: readonly string[], config: () => Config, ou
   const parsed = parseAdminArgv(argv);
   if (parsed.kind === 'help') return out.write(parsed.text);
   const settings = config();
+  // Loaded here, not at the top: `carepath help` reads this file's usage lines only.
+  const [{ sqlitePathOf }, { createContainer }] = await Promise.all([import('../../storage/connect.js'), import('../../container.js')]);
   // Every command but `workspace create` reads or changes what a store already holds. Run without
   // the service's settings, one opened a new, empty store at the default path, found nothing
   // ("no live webhook endpoint has the id …", read as a wrong id at 2 a.m.; "No workspaces.")
   // and left that store behind (a newcomer's walkthrough): refused before anything is made.
-  const missing = sqliteFileCreatedNow(settings.databaseUrl);
-  if (missing !== null && commandName(parsed.command) !== 'carepath admin workspace create') {
+  const file = sqlitePathOf(settings.databaseUrl);
+  if (file !== null && !existsSync(file) && commandName(parsed.command) !== 'carepath admin workspace create') {
     throw new CommandError(
       `there is no store at ${settings.databaseUrl}: set CAREPATH_DATABASE_URL as the service has it` +
         `${process.env.CAREPATH_DATABASE_URL ? '' : ' (it is not set here, so the default was used)'}; ` +
         '`carepath admin workspace create` (or starting the service) makes a new one',
     );
   }
-  // Loaded here, not at the top: `carepath help` reads this file's usage lines only.
-  const { createContainer } = await import('../../container.js');
   const container = await createContainer(settings, { logger: createLogger('silent') });
   try {
     await parsed.command.execute(container, parsed.args, out, parsed.json);
   } finally {
     await container.close();
   }
-}
-
-/** The SQLite file a URL names when that file does not exist yet (opening the store will make it); else null. */
-function sqliteFileCreatedNow(databaseUrl: string): string | null {
-  if (!databaseUrl.startsWith('sqlite:')) return null;
-  const path = databaseUrl.slice('sqlite:'.length);
-  return path === '' || path === ':memory:' || existsSync(path) ? null : path;
 }

@@ -147,4 +147,3 @@ function describeResponse(status: string, response: Json): void {
   const base = response.description === 'Default Response' || response.description === 'Every error response' ? 'An error.' : response.description;
   response.description = `${base} Its \`code\` is ${codes.length === 1 ? codes[0] : `one of ${codes.join(', ')}`}.`;
 }
-

@@ -3,6 +3,7 @@ import {
   evaluate,
   ExpressionEvaluationError,
   ExpressionSyntaxError,
+  notOneBoolean,
   type CompiledExpression,
 } from '../../lib/fhirpath.js';
 
@@ -15,6 +16,19 @@ import {
  * nothing and only such mistakes can throw.
  */
 export function expressionProblem(text: string): string | undefined {
+  return problemOf(text, false);
+}
+
+/**
+ * What is wrong with a condition (an event trigger's `when`), or undefined: what
+ * `expressionProblem` finds, and a condition that gives several items even on an empty run
+ * context (`'a' | 'b'`), which is one true or false never, so never holds (a verification round).
+ */
+export function conditionProblem(text: string): string | undefined {
+  return problemOf(text, true);
+}
+
+function problemOf(text: string, condition: boolean): string | undefined {
   let compiled: CompiledExpression;
   try {
     compiled = compileExpression(text);
@@ -26,15 +40,17 @@ export function expressionProblem(text: string): string | undefined {
   if (hyphenated) {
     return `reads ${hyphenated.written} as "${hyphenated.left} - ${hyphenated.right}" (FHIRPath subtracts); write the name in backticks: ${hyphenated.quoted}`;
   }
+  let result: unknown[];
   try {
-    evaluate(compiled, { payload: {}, subject: {}, steps: {}, vars: {} });
+    result = evaluate(compiled, { payload: {}, subject: {}, steps: {}, vars: {} });
   } catch (error) {
     if (error instanceof ExpressionEvaluationError) {
       return `fails even on an empty run context: ${error.detail}`;
     }
     throw error;
   }
-  return undefined;
+  const notBoolean = condition ? notOneBoolean(result) : null;
+  return notBoolean === null ? undefined : `can never hold: it ${notBoolean}`;
 }
 
 /**

@@ -46,7 +46,7 @@ async function lockNewResources(tx: DbOrTx, workspaceId: string, keys: readonly 
     select pg_advisory_xact_lock(${NEW_RESOURCE_LOCK_CLASS}, b.bucket), b.bucket
     from (
       select distinct (hashtext(${workspaceId} || '/' || k.t || '/' || k.i) & ${NEW_RESOURCE_BUCKETS - 1}) as bucket
-      from unnest(${keys.map(([type]) => type)}::text[], ${keys.map(([, key]) => key)}::text[]) as k (t, i)
+      from ${keyRows(keys)}
       where not exists (
         select 1 from resource_states s where s.workspace_id = ${workspaceId} and s.resource_type = k.t and s.resource_id = k.i)
       order by 1
@@ -67,7 +67,12 @@ async function lockRows(
   await sql`
     select 1 from ${sql.table(table)} r
     where r.workspace_id = ${workspaceId}
-      and (r.resource_type, ${id}) in (select t, i from unnest(${keys.map(([type]) => type)}::text[], ${keys.map(([, key]) => key)}::text[]) as k (t, i))
+      and (r.resource_type, ${id}) in (select k.t, k.i from ${keyRows(keys)})
     order by r.resource_type, ${id}
     for update`.execute(tx);
+}
+
+/** The (type, id) keys as rows `k (t, i)`: two array parameters, whatever their number. */
+function keyRows(keys: readonly [string, string][]) {
+  return sql`unnest(${keys.map(([type]) => type)}::text[], ${keys.map(([, key]) => key)}::text[]) as k (t, i)`;
 }

@@ -137,22 +137,28 @@ function nextCronTick(schedule: Schedule, expression: string, after: number): Da
   // croner answers strictly after the time it is given, so starting one millisecond before
   // startAt lets startAt itself be a tick.
   const from = startAt !== undefined && after < startAt ? startAt - 1 : after;
+  return fireTimeAfter(cron, schedule.timezone, from);
+}
+
+/**
+ * The series' first fire time strictly after `from`. Asked from inside a night whose clocks
+ * change, croner can skip the series' next fire time (from 00:31Z on Amsterdam's fall-back night,
+ * `30 2 * * *` answered the next day, not the second 02:30 at 01:30Z), or answer one already
+ * past: from inside New York's repeated hour (06:05Z on its fall-back night), every 20 minutes
+ * answered 05:20Z, the first 01:20, and a trigger due in the past ran the same tick again every
+ * second (a review). Its answers are right when it walks the series from before the change, so
+ * near one, or whenever its answer is not after `from`, it walks from DST_WINDOW_MS earlier.
+ */
+function fireTimeAfter(cron: Cron, timezone: string, from: number): Date | null {
   const next = cron.nextRun(new Date(from));
-  // Asked from inside a night whose clocks change, croner can skip the series' next fire time
-  // (from 00:31Z on Amsterdam's fall-back night, `30 2 * * *` answered the next day, not the
-  // second 02:30 at 01:30Z), or answer one already past: from inside New York's repeated hour
-  // (06:05Z on its fall-back night), every 20 minutes answered 05:20Z, the first 01:20, and a
-  // trigger due in the past ran the same tick again every second (a review). Its answers are
-  // right when it walks the series from before the change, so near one, or whenever its answer
-  // is not after `from`, it walks from DST_WINDOW_MS earlier to the first fire time after `from`.
   if (next === null) return null;
-  if (next.getTime() > from && offsetAt(from - DST_WINDOW_MS, schedule.timezone) === offsetAt(next.getTime(), schedule.timezone)) return next;
+  if (next.getTime() > from && offsetAt(from - DST_WINDOW_MS, timezone) === offsetAt(next.getTime(), timezone)) return next;
   let walked = cron.nextRun(new Date(from - DST_WINDOW_MS));
   while (walked !== null && walked.getTime() <= from) {
     const further = cron.nextRun(walked);
     // A walk that stops moving forward would loop: say so rather than answer a time past.
     if (further !== null && further.getTime() <= walked.getTime()) {
-      throw new Error(`cron expression "${expression}" in ${schedule.timezone}: no fire time after ${walked.toISOString()} could be found`);
+      throw new Error(`cron expression "${cron.getPattern()}" in ${timezone}: no fire time after ${walked.toISOString()} could be found`);
     }
     walked = further;
   }
@@ -168,11 +174,11 @@ const offsetAt = (ms: number, zone: string): number => DateTime.fromMillis(ms, {
  * for a regular series (each costs about half a millisecond), a few dozen for irregular ones.
  */
 function latestCronTick(schedule: Schedule, expression: string, now: number): Date | null {
-  // The series' next fire time after `from`, as nextCronTick walks it: croner's own answer from
-  // inside the Americas' repeated hour is a time already past, and the search below, fed such
-  // answers for an every-minute series, never ended (a verification round: a scheduler froze).
-  const series: Schedule = { interval: schedule.interval, timezone: schedule.timezone };
-  const fireAfter = (from: number): number | null => nextCronTick(series, expression, from)?.getTime() ?? null;
+  // Walked as fireTimeAfter walks it: croner's own answer from inside the Americas' repeated hour
+  // is a time already past, and the search below, fed such answers for an every-minute series,
+  // never ended (a verification round: a scheduler froze).
+  const cron = new Cron(expression, { timezone: schedule.timezone });
+  const fireAfter = (from: number): number | null => fireTimeAfter(cron, schedule.timezone, from)?.getTime() ?? null;
   const firesBy = (from: number): boolean => (fireAfter(from) ?? Infinity) <= now;
   const earliest = schedule.startAt === undefined ? now - CRON_LOOKBACK_MS : Date.parse(schedule.startAt) - 1;
   if (now <= earliest) return null;

@@ -72,13 +72,8 @@ export function openSecrets(box: SecretBox, rows: readonly SecretRow[], now: Dat
   const at = now.toISOString();
   return rows
     .filter((row) => row.expires_at === null || row.expires_at > at)
-    .sort((a, b) => (a.id < b.id ? 1 : a.id > b.id ? -1 : 0))
-    .map((row) => ({
-      id: row.id,
-      secretHash: row.secret_hash,
-      secret: row.sealed_secret === null ? null : box.open(row.sealed_secret),
-      expiresAt: row.expires_at,
-    }));
+    .sort(descendingBy((row) => row.id))
+    .map((row) => opened(box, row));
 }
 
 /**
@@ -89,13 +84,16 @@ export function retiredSecrets(box: SecretBox, rows: readonly SecretRow[], now: 
   const at = now.toISOString();
   return rows
     .filter((row) => row.expires_at !== null && row.expires_at <= at)
-    .sort((a, b) => (a.expires_at! < b.expires_at! ? 1 : a.expires_at! > b.expires_at! ? -1 : 0))
-    .map((row) => ({
-      id: row.id,
-      secretHash: row.secret_hash,
-      secret: row.sealed_secret === null ? null : box.open(row.sealed_secret),
-      expiresAt: row.expires_at,
-    }));
+    .sort(descendingBy((row) => row.expires_at!))
+    .map((row) => opened(box, row));
+}
+
+function opened(box: SecretBox, row: SecretRow): ActiveSecret {
+  return { id: row.id, secretHash: row.secret_hash, secret: row.sealed_secret === null ? null : box.open(row.sealed_secret), expiresAt: row.expires_at };
+}
+
+function descendingBy(key: (row: SecretRow) => string): (a: SecretRow, b: SecretRow) => number {
+  return (a, b) => (key(a) < key(b) ? 1 : key(a) > key(b) ? -1 : 0);
 }
 
 /** Makes every secret of the endpoint stop verifying at `at`, or earlier if it already would. */
