@@ -15,6 +15,9 @@
  *   run's `payload.resource`), fhirpath.js attaches a hidden, non-enumerable `__path__` property
  *   to it. The context must therefore not be frozen; JSON serialisation is unaffected.
  *
+ * `matches`, `matchesFull` and `replaceMatches` run on a linear-time engine (fhirpath-regex.ts):
+ * a pattern from a payload must not be able to stall the process.
+ *
  * `now()`, `today()` and `timeOfDay()` read the process clock (`new Date()`), so tests move
  * them with fake timers rather than with the application Clock.
  *
@@ -23,6 +26,7 @@
  * in UTC, every time it makes). Such results are written `+00:00` here, the same instant.
  */
 import fhirpath from 'fhirpath';
+import { linearTimeRegexFunctions } from './fhirpath-regex.js';
 
 /** The root an expression sees. `steps.<automationId>` = `{outcome, output}`. */
 export interface ExpressionContext {
@@ -64,8 +68,12 @@ export class ExpressionEvaluationError extends Error {
 export function compileExpression(text: string): CompiledExpression {
   if (text.trim() === '') throw new ExpressionSyntaxError(text, 'the expression is empty');
   try {
-    const run = fhirpath.compile(text, undefined, { async: false, resolveInternalTypes: false });
-    return { text, evaluator: (root) => run(root) };
+    const run = fhirpath.compile(text, undefined, {
+      async: false,
+      resolveInternalTypes: false,
+      userInvocationTable: linearTimeRegexFunctions,
+    });
+    return { text, evaluator: (root) => run(root) as unknown[] };
   } catch (error) {
     throw new ExpressionSyntaxError(text, describeParserError(error));
   }

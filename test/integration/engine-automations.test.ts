@@ -234,6 +234,25 @@ describeEachStore('engine: automations', (env) => {
     expect((await getRun(ws, third)).automationStatus).toBe('completed');
   });
 
+  it('patterns from the payload run in linear time: one that backtracks answers at once, one the engine lacks errors its node', async () => {
+    const ws = await env.workspace();
+    const { triggerId } = await webTriggerFor(ws, chain('Patterns', [
+      { id: 'check', automations: [{ id: 'm', type: 'set', with: { vars: { hit: 'payload.text.matches(payload.pattern)' } } }] },
+    ]));
+    // With JavaScript's backtracking RegExp this pattern over this text would hold the process for hours.
+    const slow = await fire(ws, triggerId, { text: `${'a'.repeat(40)}!`, pattern: '(a+)+$' });
+    const lookAhead = await fire(ws, triggerId, { text: 'E11.9', pattern: 'E11(?=\\.9)' });
+    const started = Date.now();
+    await testWorker(env).drain();
+    expect(Date.now() - started).toBeLessThan(10_000);
+    expect(await getRun(ws, slow)).toMatchObject({ automationStatus: 'completed', error: null });
+    expect((await getSteps(ws, slow))[0].output).toEqual({ vars: { hit: false } });
+    const refused = await getRun(ws, lookAhead);
+    expect(refused.automationStatus).toBe('errored');
+    expect(refused.error?.nodeId).toBe('check');
+    expect(refused.error?.message).toMatch(/regular expression "E11\(\?=\\\.9\)" is not supported: .*without look-around or back-references/);
+  });
+
   it('conditions and placeholders read payload, subject, vars and steps', async () => {
     const ws = await env.workspace();
     await patient(env, ws, 'p-ctx', ['copd']);

@@ -135,6 +135,7 @@ describeEachStore('event triggers', (env) => {
       [{ type: 'event', event: 'Patient.created', when: 'payload.resource.exist()' }, /^body\.when fails even on an empty run context: /],
       [{ type: 'event', event: 'Patient.created', when: '' }, /when/],
       [{ type: 'event', event: 'Patient.created', when: "'a' | 'b'" }, /^body\.when can never hold: it gave 2 items where a single Boolean was expected$/],
+      [{ type: 'event', event: 'Patient.created', when: "payload.resource.gender.matches('^(fe)?male(?!x)')" }, /^body\.when matches\(\): regular expression .* is not supported: invalid or unsupported Perl syntax/],
       [{ type: 'web', when: 'true' }, /^body\.when does not apply to a web trigger$/],
     ] as const) {
       const res = await create(body);

@@ -289,6 +289,14 @@ describe('validateBlueprint: links', () => {
     expect(() => validateBlueprint(input)).not.toThrow();
   });
 
+  it('refuses a pattern written in when that the linear-time engine cannot run, and takes one it can', () => {
+    const input = postDischarge();
+    input.links[1].when = "payload.diagnosis.matches('^E11(?!9)')";
+    expectProblem(input, /^link 2 \(risk → flag\): when matches\(\): regular expression "\^E11\(\?!9\)" is not supported: invalid or unsupported Perl syntax/);
+    input.links[1].when = "payload.diagnosis.matches('^E11\\.[0-8]')";
+    expect(() => validateBlueprint(input)).not.toThrow();
+  });
+
   it('needs when to be text', () => {
     const input = postDischarge();
     input.links[1].when = true;

@@ -6,6 +6,7 @@ import {
   notOneBoolean,
   type CompiledExpression,
 } from '../../lib/fhirpath.js';
+import { constantPatternProblem } from '../../lib/fhirpath-regex.js';
 
 /**
  * What is wrong with a FHIRPath expression written in a blueprint, or undefined when nothing is.
@@ -36,6 +37,8 @@ function problemOf(text: string, condition: boolean): string | undefined {
     if (error instanceof ExpressionSyntaxError) return `does not compile: ${error.detail}`;
     throw error;
   }
+  const pattern = constantPatternProblem(text);
+  if (pattern) return pattern;
   const hyphenated = hyphenatedName(text);
   if (hyphenated) {
     return `reads ${hyphenated.written} as "${hyphenated.left} - ${hyphenated.right}" (FHIRPath subtracts); write the name in backticks: ${hyphenated.quoted}`;

@@ -1,0 +1,157 @@
+/**
+ * FHIRPath's regular-expression functions — `matches`, `matchesFull` and `replaceMatches` — on a
+ * linear-time engine (RE2, through re2js) instead of JavaScript's backtracking `RegExp`.
+ *
+ * Why: fhirpath.js runs these on `RegExp`, where a pattern such as `(a+)+$` over forty characters
+ * of text takes longer than a request may, and JavaScript cannot interrupt a running match. The
+ * text usually comes from a delivery's payload and the pattern may too
+ * (`payload.resource.code.text.matches(payload.pattern)`), and a link's condition, a `set` and a
+ * trigger's `when` run on the thread that serves every workspace: one such match would stall
+ * them all. RE2 matches in time proportional to the text whatever the pattern.
+ *
+ * The price: RE2 has no look-around and no back-references (`(?=…)`, `\1`). A pattern that uses
+ * them fails with a message that says so — at import or trigger creation when the pattern is
+ * written in the expression (`constantPatternProblem`), when the expression runs otherwise (the
+ * run errors at that node, a trigger's condition does not hold). Everything else FHIRPath's
+ * patterns are written with (classes, `\d`, `\p{L}`, quantifiers, named groups, `$1` in a
+ * replacement) works as before.
+ */
+import fhirpath, { type UserInvocationTable } from 'fhirpath';
+import { RE2JS } from 're2js';
+
+/** Compiled patterns by flags and text; a pattern is compiled once (about 20 µs), then reused. */
+const compiledPatterns = new Map<string, RE2JS>();
+const MAX_COMPILED_PATTERNS = 500;
+
+/** The pattern cannot be compiled by the linear-time engine; `detail` says why. */
+export class UnsupportedPatternError extends Error {
+  constructor(pattern: string, detail: string) {
+    super(`regular expression "${pattern}" is not supported: ${detail} (patterns run in linear time, without look-around or back-references)`);
+    this.name = 'UnsupportedPatternError';
+  }
+}
+
+/**
+ * A pattern compiled with FHIRPath's flags: `i` (case-insensitive) and `m` (multi-line); `.`
+ * always matches a newline too (FHIRPath evaluates in single-line mode), as in fhirpath.js.
+ */
+export function compilePattern(pattern: string, flags = ''): RE2JS {
+  const key = `${flags}/${pattern}`;
+  const hit = compiledPatterns.get(key);
+  if (hit) return hit;
+  const withFlags = engineFlags(flags);
+  let compiled: RE2JS;
+  try {
+    compiled = RE2JS.compile(RE2JS.translateRegExp(pattern), withFlags);
+  } catch (error) {
+    throw new UnsupportedPatternError(pattern, error instanceof Error ? error.message.replace(/^error parsing regexp: /, '') : String(error));
+  }
+  if (compiledPatterns.size >= MAX_COMPILED_PATTERNS) compiledPatterns.delete(compiledPatterns.keys().next().value as string);
+  compiledPatterns.set(key, compiled);
+  return compiled;
+}
+
+function engineFlags(flags: string): number {
+  let result = RE2JS.DOTALL;
+  for (const flag of flags) {
+    if (flag === 'i') result |= RE2JS.CASE_INSENSITIVE;
+    else if (flag === 'm') result |= RE2JS.MULTILINE;
+    else throw new Error('matches/matchesFull flags must only contain i and/or m');
+  }
+  return result;
+}
+
+/** What fhirpath.js passes a function for a String parameter: the string, or an empty collection. */
+type StringParameter = string | unknown[] | undefined;
+
+const isEmpty = (value: StringParameter): value is unknown[] | undefined => value === undefined || (Array.isArray(value) && value.length === 0);
+
+/**
+ * The input collection as one string, as fhirpath.js's singleton rule has it: empty gives
+ * undefined (the function's result is then empty), more than one item or a non-string is an error.
+ */
+function inputString(collection: unknown[]): string | undefined {
+  if (collection.length > 1) throw new Error(`expected a single String, got ${collection.length} items`);
+  if (collection.length === 0) return undefined;
+  const value = fhirpath.resolveInternalTypes(collection[0]) as unknown;
+  if (value === null || value === undefined) return undefined;
+  if (typeof value !== 'string') throw new Error(`expected a String, got ${typeof value}`);
+  return value;
+}
+
+function matches(collection: unknown[], pattern: StringParameter, flags?: StringParameter): boolean | [] {
+  const text = inputString(collection);
+  if (isEmpty(pattern) || text === undefined) return [];
+  return compilePattern(pattern as string, isEmpty(flags) ? '' : (flags as string)).test(text);
+}
+
+function matchesFull(collection: unknown[], pattern: StringParameter, flags?: StringParameter): boolean | [] {
+  const text = inputString(collection);
+  if (isEmpty(pattern) || text === undefined) return [];
+  return compilePattern(pattern as string, isEmpty(flags) ? '' : (flags as string)).testExact(text);
+}
+
+function replaceMatches(collection: unknown[], pattern: StringParameter, substitution: StringParameter): string | [] {
+  const text = inputString(collection);
+  if (isEmpty(pattern) || isEmpty(substitution) || text === undefined) return [];
+  // The substitution follows JavaScript's rules, as with fhirpath.js: `$1`, `$<name>`, `$&`, `$$`.
+  return compilePattern(pattern as string).matcher(text).replaceAll(substitution as string);
+}
+
+/**
+ * fhirpath.js's `userInvocationTable`: entries here take the place of its own functions of the
+ * same name, with the same parameters.
+ */
+export const linearTimeRegexFunctions = {
+  matches: { fn: matches, arity: { 1: ['String'], 2: ['String', 'String'] } },
+  matchesFull: { fn: matchesFull, arity: { 1: ['String'], 2: ['String', 'String'] } },
+  replaceMatches: { fn: replaceMatches, arity: { 2: ['String', 'String'] } },
+} satisfies UserInvocationTable;
+
+const PATTERN_FUNCTIONS = new Set(Object.keys(linearTimeRegexFunctions));
+
+interface AstNode {
+  type: string;
+  text?: string;
+  children?: AstNode[];
+}
+
+/**
+ * What is wrong with a pattern written as a string literal in an expression
+ * (`code.matches('(?=x)')`), or undefined. An expression's check runs it on an empty run
+ * context, where such a function never gets to its pattern; this looks at the pattern itself.
+ */
+export function constantPatternProblem(expression: string): string | undefined {
+  let problem: string | undefined;
+  const visit = (node: AstNode): void => {
+    if (problem !== undefined) return;
+    if (node.type === 'Functn' && node.text !== undefined && PATTERN_FUNCTIONS.has(node.text)) {
+      const parameters = node.children?.find((child) => child.type === 'ParamList')?.children ?? [];
+      problem = literalPatternProblem(node.text, parameters);
+    }
+    for (const child of node.children ?? []) visit(child);
+  };
+  visit(fhirpath.parse(expression) as AstNode);
+  return problem;
+}
+
+function literalPatternProblem(functionName: string, parameters: AstNode[]): string | undefined {
+  const [pattern, flags] = parameters.map(stringLiteralValue);
+  if (pattern === undefined) return undefined;
+  const withFlags = functionName === 'replaceMatches' ? undefined : flags;
+  try {
+    compilePattern(pattern, withFlags ?? '');
+    return undefined;
+  } catch (error) {
+    return `${functionName}(): ${error instanceof Error ? error.message : String(error)}`;
+  }
+}
+
+/** A parameter written as one string literal, unescaped by fhirpath.js itself; otherwise undefined. */
+function stringLiteralValue(parameter: AstNode): string | undefined {
+  const term = parameter.type === 'TermExpression' ? parameter.children?.[0] : undefined;
+  const literal = term?.type === 'LiteralTerm' ? term.children?.[0] : undefined;
+  if (literal?.type !== 'StringLiteral' || literal.text === undefined) return undefined;
+  const [value] = fhirpath.evaluate({}, literal.text) as unknown[];
+  return typeof value === 'string' ? value : undefined;
+}
