@@ -3,7 +3,7 @@
  * evaluate link conditions and fill `{{ }}` placeholders from it.
  */
 import { evaluate, evaluateBoolean, type ExpressionCache, type ExpressionContext } from '../lib/fhirpath.js';
-import { renderPlaceholders, renderUrlTemplate } from '../lib/placeholders.js';
+import { renderPlaceholders, renderTextTemplate, renderUrlTemplate } from '../lib/placeholders.js';
 import type { EngineState } from './engine-state.js';
 
 /** The record a run is about (DESIGN §6), as `subject` in expressions. */
@@ -45,6 +45,11 @@ export function evaluateValue(expressions: ExpressionCache, context: ExpressionC
 /** A deep copy of `value` with its `{{ }}` placeholders filled from the run context. */
 export function render<T>(expressions: ExpressionCache, context: ExpressionContext, value: T): T {
   return renderPlaceholders(value, (text) => evaluate(expressions.compile(text), context)) as T;
+}
+
+/** A text template filled from the run context as text, even when it is one placeholder alone. */
+export function renderText(expressions: ExpressionCache, context: ExpressionContext, template: string): string {
+  return renderTextTemplate(template, (text) => evaluate(expressions.compile(text), context));
 }
 
 /** A URL template filled from the run context: values after the host are percent-encoded (lib/placeholders.ts). */

@@ -285,7 +285,9 @@ export class RunExecution {
     step: StepInHand,
   ): Promise<Turn> {
     const finished = { nodeId: move.nodeId, automationId: move.automation.id, result: outcome.result, at };
-    const after = planAfterStep(this.graph, state, finished, (next) => linkCheck(this.expressions, expressionContext(this.run, next)));
+    // The node's links see what this step changes: a condition on subject.tags right after a tag step.
+    const subject = outcome.subjectAfter ?? this.run.subject;
+    const after = planAfterStep(this.graph, state, finished, (next) => linkCheck(this.expressions, { ...expressionContext(this.run, next), subject }));
     const ends = after.move.kind === 'end' ? after.move.end : null;
     const finish = stepFinish(outcome.result, at);
     await this.commit({
@@ -307,7 +309,7 @@ export class RunExecution {
             },
           }),
     });
-    outcome.afterCommit?.();
+    if (outcome.subjectAfter) this.run.subject = outcome.subjectAfter;
     return ends ? 'done' : 'continue';
   }
 

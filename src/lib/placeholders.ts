@@ -53,6 +53,15 @@ function renderString(text: string, evaluateText: EvaluateText): unknown {
 }
 
 /**
+ * A text template filled in as text, even when it is one placeholder alone (a header value):
+ * each placeholder by the in-text rule of `renderPlaceholders`, so an object is its JSON and
+ * nothing is ''.
+ */
+export function renderTextTemplate(text: string, evaluateText: EvaluateText): string {
+  return text.replace(placeholderPattern(), (_whole, expression: string) => asText(evaluateText(expression.trim())));
+}
+
+/**
  * A URL template filled in: placeholders in the scheme and host are filled as written (the
  * outbound allow-list judges the host that results), and every placeholder after the host, in
  * the path, query or fragment, is percent-encoded as one component (`encodeURIComponent`). So

@@ -63,6 +63,35 @@ describeEachStore('engine: automations', (env) => {
     expect(patients.json().results.map((hit: { id: string }) => hit.id)).toEqual([subjectId]);
   });
 
+  it('tag as a node\'s last step: the links leaving it, and a decision right behind it, see the new tags', async () => {
+    const ws = await env.workspace();
+    await patient(env, ws, 'p-last', ['stale']);
+    const { triggerId } = await webTriggerFor(ws, {
+      name: 'Flag then route',
+      nodes: [
+        { id: 'start', kind: 'start' },
+        { id: 'mark', kind: 'action', automations: [{ id: 'flag', type: 'tag', with: { target: 'subject', add: ['flagged'], remove: ['stale'] } }] },
+        { id: 'check', kind: 'decision' },
+        { id: 'ok', kind: 'end' },
+        { id: 'wrong', kind: 'stop' },
+      ],
+      links: [
+        { from: 'start', to: 'mark' },
+        // An action's links are parallel branches: with the old tags this one would not hold
+        // and the run would error at mark.
+        { from: 'mark', to: 'check', when: "subject.tags contains 'flagged'" },
+        { from: 'check', to: 'ok', when: "subject.tags contains 'flagged' and (subject.tags contains 'stale').not()" },
+        { from: 'check', to: 'wrong' },
+      ],
+    });
+    const runId = await fire(ws, triggerId, subjectOf('p-last'));
+    await testWorker(env).drain();
+    expect(await getRun(ws, runId)).toMatchObject({ automationStatus: 'completed', error: null });
+    const graph = (await ws.call('GET', `/v1/diagrams/${runId}/graph`)).json();
+    const stateOf = (id: string) => graph.nodes.find((node: { id: string }) => node.id === id).state;
+    expect([stateOf('check'), stateOf('ok'), stateOf('wrong')]).toEqual(['done', 'done', 'skipped']);
+  });
+
   it('tag on the subject of a run without one errors that step with a clear message', async () => {
     const ws = await env.workspace();
     const { triggerId } = await webTriggerFor(ws, chain('No subject', [

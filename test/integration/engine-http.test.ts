@@ -25,7 +25,14 @@ describeEachStore('engine: http automation', (env) => {
         httpStep('post', {
           method: 'POST',
           url: ledger.url('/notify'),
-          headers: { 'X-Ward': '{{payload.ward}}', 'X-Score': '{{payload.score}}', 'Idempotency-Key': 'mine' },
+          headers: {
+            'X-Ward': '{{payload.ward}}',
+            'X-Score': '{{payload.score}}',
+            'X-Bed': '{{payload.bed}}',
+            'X-None': '{{payload.missing}}',
+            'X-Codes': '{{payload.codes}}',
+            'Idempotency-Key': 'mine',
+          },
           body: { patient: '{{subject.extId}}', score: '{{payload.score}}', note: 'score {{payload.score}}' },
         }),
         { id: 'check', kind: 'decision' },
@@ -37,7 +44,13 @@ describeEachStore('engine: http automation', (env) => {
         { from: 'check', to: 'done', when: 'steps.post.output.status = 201 and steps.post.output.body.id = 7' },
       ],
     });
-    const runId = await fire(ws, triggerId, { ward: 'B2', score: 4, subject: { reference: 'Patient/p-http' } });
+    const runId = await fire(ws, triggerId, {
+      ward: 'B2',
+      score: 4,
+      bed: { unit: 'B2', number: 7 },
+      codes: ['a', 'b'],
+      subject: { reference: 'Patient/p-http' },
+    });
     const before = ledger.requests.length;
     await testWorker(env).drain();
     expect((await getRun(ws, runId)).automationStatus).toBe('completed');
@@ -46,8 +59,11 @@ describeEachStore('engine: http automation', (env) => {
     expect(sent[0]).toMatchObject({ method: 'POST', path: '/notify' });
     expect(sent[0].headers['idempotency-key']).toBe(`${runId}:call:post`);
     expect(sent[0].headers['x-ward']).toBe('B2');
-    // A whole-value placeholder keeps its type; a header sends it as text.
+    // A header value is text: a placeholder alone gives its value's text, an object its JSON, nothing ''.
     expect(sent[0].headers['x-score']).toBe('4');
+    expect(sent[0].headers['x-bed']).toBe('{"unit":"B2","number":7}');
+    expect(sent[0].headers['x-none']).toBe('');
+    expect(sent[0].headers['x-codes']).toBe('a,b');
     expect(sent[0].headers['content-type']).toBe('application/json');
     expect(JSON.parse(sent[0].body)).toEqual({ patient: 'p-http', score: 4, note: 'score 4' });
     const [step] = await getSteps(ws, runId);

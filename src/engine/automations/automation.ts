@@ -13,7 +13,7 @@ import type { ExpressionCache, ExpressionContext } from '../../lib/fhirpath.js';
 import type { DbOrTx } from '../../storage/database.js';
 import type { OpenStep } from '../engine-state.js';
 import type { ReceivedEvent, StepResult } from '../executor.js';
-import type { RunInHand } from '../run-context.js';
+import type { RunInHand, SubjectView } from '../run-context.js';
 import type { EngineServices } from '../engine-services.js';
 import { subjectReference } from '../../modules/triggers/subject-reference.js';
 import { settingsProblems } from '../../modules/blueprints/automation.validate.js';
@@ -52,8 +52,11 @@ export type StepWrite = (tx: DbOrTx, at: string) => Promise<void>;
 export interface LocalOutcome {
   result: StepResult;
   write?: StepWrite;
-  /** Runs after the transaction committed (e.g. the in-memory subject's tags follow a tag step). */
-  afterCommit?: () => void;
+  /**
+   * The run's subject as it is once this step commits (a `tag` step on it): the node's links are
+   * routed with it, and it becomes the run's subject after the commit.
+   */
+  subjectAfter?: SubjectView;
   /** `write` may throw ReplanNeeded: commit this step in a transaction of its own. */
   alone?: boolean;
 }

@@ -12,7 +12,7 @@
  * secret back has it replaced by `[secret]` in the step's output.
  */
 import type { HttpWith } from '../../modules/blueprints/blueprint.js';
-import { render, renderUrl } from '../run-context.js';
+import { render, renderText, renderUrl } from '../run-context.js';
 import { UrlTemplateError } from '../../lib/placeholders.js';
 import type { StepResult } from '../executor.js';
 import { backoffDelay, isRetryableStatus, retryAfterMs } from '../outbound/backoff.js';
@@ -29,11 +29,13 @@ export const httpAutomation: AutomationHandler = {
     const written = step.automation.with as HttpWith;
     const { plain, named } = splitSecretHeaders(written.headers);
     // The URL apart (urlOf): what fills its path or query is encoded, so data cannot change the endpoint.
-    const { url: _url, ...rest } = written;
-    const settings = render(step.expressions, step.context, { ...rest, headers: plain });
+    const { url: _url, headers: _headers, ...rest } = written;
+    // Header values are text: one placeholder alone gives its value's text (an object its JSON).
+    const headers = Object.fromEntries(Object.entries(plain).map(([name, value]) => [name, renderText(step.expressions, step.context, value)]));
+    const settings = { ...render(step.expressions, step.context, rest), headers };
     const urlText = urlOf(step);
     // A method or timeout filled from data must still be one import would take, and the URL as
-    // it will be sent an http one. (Header values are sent as text whatever a placeholder gave.)
+    // it will be sent an http one.
     requireValidFilled('http', { ...settings, url: urlText, headers: undefined });
     const url = parseUrl(urlText);
     const body = settings.body === undefined || settings.method === 'GET' ? null : JSON.stringify(settings.body);

@@ -31,9 +31,7 @@ export const tagAutomation: AutomationHandler = {
         await changeTags(tx, step.run.workspaceId, subject.id, add, remove, at);
         await adoptTagsFromSource(tx, step.run.workspaceId, subject, add.filter((tag) => !remove.includes(tag)));
       },
-      afterCommit: () => {
-        subject.tags = [...new Set([...subject.tags.filter((tag) => !remove.includes(tag)), ...add])].sort();
-      },
+      subjectAfter: { ...subject, tags: [...new Set([...subject.tags.filter((tag) => !remove.includes(tag)), ...add])].sort() },
     };
   },
 };
