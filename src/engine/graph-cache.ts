@@ -4,7 +4,7 @@
  */
 import type { DbOrTx } from '../storage/database.js';
 import { loadBlueprintGraph } from '../modules/diagrams/diagram.repository.js';
-import { validateBlueprint } from '../modules/blueprints/blueprint.validate.js';
+import { readStoredBlueprint } from '../modules/blueprints/blueprint.validate.js';
 import { indexGraph, type GraphIndex } from './graph-index.js';
 
 export class GraphCache {
@@ -15,7 +15,7 @@ export class GraphCache {
     private readonly maxEntries = 500,
   ) {}
 
-  /** The graph of one blueprint version, or null when it is missing or no longer valid. */
+  /** The graph of one blueprint version, or null when it is missing or unreadable. */
   get(blueprintId: string, version: number): Promise<GraphIndex | null> {
     const key = `${blueprintId}@${version}`;
     const hit = this.entries.get(key);
@@ -32,7 +32,7 @@ export class GraphCache {
     const stored = await loadBlueprintGraph(this.db, blueprintId, version);
     if (stored === null) return null;
     try {
-      return indexGraph(validateBlueprint(stored));
+      return indexGraph(readStoredBlueprint(stored));
     } catch {
       return null;
     }

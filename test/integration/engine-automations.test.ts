@@ -395,6 +395,36 @@ describeEachStore('engine: automations', (env) => {
     expect(await recordTags(env, runId)).toEqual(['errored']);
   });
 
+  it('a blueprint imported before a rule it breaks still runs: the engine does not judge a stored version again', async () => {
+    const ws = await env.workspace();
+    const { triggerId, blueprintId } = await webTriggerFor(ws, {
+      name: 'Imported long ago',
+      nodes: [
+        { id: 'start', kind: 'start' },
+        { id: 'pick', kind: 'decision' },
+        { id: 'usual', kind: 'end' },
+        { id: 'rare', kind: 'end' },
+      ],
+      links: [
+        { from: 'start', to: 'pick' },
+        { from: 'pick', to: 'usual', when: "payload.kind = 'usual'" },
+        { from: 'pick', to: 'rare' },
+      ],
+    });
+    // As an earlier version stored it: a condition import now refuses (RE2 has no look-ahead).
+    const row = await env.db.selectFrom('blueprint_versions').select('graph').where('blueprint_id', '=', blueprintId).executeTakeFirstOrThrow();
+    const graph = JSON.parse(row.graph);
+    graph.links[2].when = "payload.code.matches('^E11(?=9)')";
+    await env.db.updateTable('blueprint_versions').set({ graph: JSON.stringify(graph) }).where('blueprint_id', '=', blueprintId).execute();
+    const usual = await fire(ws, triggerId, { kind: 'usual' });
+    const rare = await fire(ws, triggerId, { kind: 'rare', code: 'E119' });
+    await testWorker(env).drain();
+    expect(await getRun(ws, usual)).toMatchObject({ automationStatus: 'completed', error: null });
+    const errored = await getRun(ws, rare);
+    expect(errored.automationStatus).toBe('errored');
+    expect(errored.error).toMatchObject({ nodeId: 'pick', message: expect.stringMatching(/the condition of the link to "rare" failed: .*not supported/) });
+  });
+
   it('start_pathway chains are at most 10 runs long: a blueprint that starts its own trigger stops there', async () => {
     const ws = await env.workspace();
     // A review started 11,868 runs from one fire of this blueprint before deactivating its trigger.

@@ -297,6 +297,12 @@ describe('validateBlueprint: links', () => {
     expect(() => validateBlueprint(input)).not.toThrow();
   });
 
+  it('refuses a when that gives several items even on an empty run context: it could never hold', () => {
+    const input = postDischarge();
+    input.links[1].when = "'high' | 'low'";
+    expectProblem(input, 'link 2 (risk → flag): when can never hold: it gave 2 items where a single Boolean was expected');
+  });
+
   it('needs when to be text', () => {
     const input = postDischarge();
     input.links[1].when = true;

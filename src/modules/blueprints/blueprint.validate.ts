@@ -18,7 +18,7 @@ import {
 } from './blueprint.js';
 import { checkAutomationWith, type Report } from './automation.validate.js';
 import { graphProblems, kindPhrase, type GraphLink, type GraphNode } from './blueprint.graph.js';
-import { expressionProblem } from './expression.check.js';
+import { conditionProblem } from './expression.check.js';
 import { unstorableTextProblem } from '../../lib/storable-text.js';
 
 export class BlueprintError extends Error {
@@ -203,7 +203,7 @@ function checkLinks(
     if (link.when !== undefined) {
       if (typeof link.when !== 'string' || link.when.trim() === '') report('when must be a FHIRPath expression');
       else {
-        const problem = expressionProblem(link.when);
+        const problem = conditionProblem(link.when);
         if (problem) report(`when ${problem}`);
       }
     }
@@ -217,6 +217,26 @@ function checkLinks(
     graphLinks.push({ from, to, label });
   });
   return graphLinks;
+}
+
+/**
+ * A blueprint version as stored, for the engine to run. Import validated it, with the rules of
+ * the version that imported it, and stored what it returned; it is read as it is and not judged
+ * again, so a rule import gained since (a pattern the linear-time engine lacks, a condition that
+ * can never hold, an event name) does not stop every run of a blueprint imported before it: such
+ * an expression errors its node when a run reaches it, as it did. Only its outline is checked.
+ */
+export function readStoredBlueprint(stored: unknown): Blueprint {
+  if (!isObject(stored) || typeof stored.name !== 'string' || !Array.isArray(stored.nodes) || !Array.isArray(stored.links)) {
+    throw new BlueprintError(['the stored graph is not a blueprint']);
+  }
+  if (!stored.nodes.every((node) => isObject(node) && isId(node.id) && isNodeKind(node.kind))) {
+    throw new BlueprintError(['the stored graph holds a node without an id or kind']);
+  }
+  if (!stored.links.every((link) => isObject(link) && isId(link.from) && isId(link.to))) {
+    throw new BlueprintError(['the stored graph holds a link without from or to']);
+  }
+  return toBlueprint(stored);
 }
 
 /** Only called once every check has passed, so the input has exactly the shape of a Blueprint. */
