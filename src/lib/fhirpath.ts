@@ -25,6 +25,7 @@
  * zone, and a zero offset as `-00:00`, which RFC 3339 reserves for "offset unknown" (on a server
  * in UTC, every time it makes). Such results are written `+00:00` here, the same instant.
  */
+import vm from 'node:vm';
 import fhirpath from 'fhirpath';
 import { linearTimeRegexFunctions } from './fhirpath-regex.js';
 
@@ -87,6 +88,43 @@ export function evaluate(compiled: CompiledExpression, context: ExpressionContex
     throw new ExpressionEvaluationError(compiled.text, errorText(error));
   }
   return result.map(plainValue);
+}
+
+/** The expression took longer than it was given; fhirpath.js was interrupted. */
+export class ExpressionTimeoutError extends Error {
+  constructor(
+    readonly expression: string,
+    readonly timeoutMs: number,
+  ) {
+    super(`FHIRPath expression "${expression}" took longer than ${timeoutMs} ms`);
+    this.name = 'ExpressionTimeoutError';
+  }
+}
+
+/**
+ * Where `evaluateWithin` runs: V8 interrupts a script run with a timeout, and with it whatever
+ * that script calls, fhirpath.js included (a watchdog thread per call, about 0.25 ms: for the
+ * checks of what a caller saves, not for the engine's evaluations).
+ */
+const boxed = vm.createContext({ evaluation: null as (() => unknown[]) | null });
+const boxedCall = new vm.Script('evaluation()');
+
+/**
+ * `evaluate`, interrupted after `timeoutMs`. An expression such as
+ * `(0|1|…|59).select((0|1|…|59).select(…))` builds millions of items from literals alone, and
+ * fhirpath.js has no budget of its own: checked on the thread that serves every request, one
+ * such trigger condition held the process for minutes (a security review).
+ */
+export function evaluateWithin(compiled: CompiledExpression, context: ExpressionContext, timeoutMs: number): unknown[] {
+  boxed.evaluation = () => evaluate(compiled, context);
+  try {
+    return boxedCall.runInContext(boxed, { timeout: timeoutMs }) as unknown[];
+  } catch (error) {
+    if ((error as { code?: unknown }).code === 'ERR_SCRIPT_EXECUTION_TIMEOUT') throw new ExpressionTimeoutError(compiled.text, timeoutMs);
+    throw error;
+  } finally {
+    boxed.evaluation = null;
+  }
 }
 
 /** fhirpath.js's DateTime class, which its package does not export: the type of what now() gives. */

@@ -6,6 +6,8 @@ import {
   ExpressionCache,
   ExpressionEvaluationError,
   ExpressionSyntaxError,
+  ExpressionTimeoutError,
+  evaluateWithin,
   type ExpressionContext,
 } from '../../src/lib/fhirpath.js';
 
@@ -182,5 +184,17 @@ describe('ExpressionCache', () => {
 
   it('needs a positive bound', () => {
     expect(() => new ExpressionCache(0)).toThrow(RangeError);
+  });
+});
+
+describe('evaluateWithin', () => {
+  it('interrupts an expression that builds millions of items, and gives others their result', () => {
+    const list = `(${Array.from({ length: 60 }, (_, n) => n).join('|')})`;
+    const bomb = compileExpression(`${list}.select(${list}.select(${list}.select(${list}))).count()`);
+    const started = Date.now();
+    expect(() => evaluateWithin(bomb, context(), 100)).toThrow(ExpressionTimeoutError);
+    expect(Date.now() - started).toBeLessThan(2000);
+    expect(evaluateWithin(compileExpression('payload.riskScore + 1'), context(), 100)).toEqual([8]);
+    expect(() => evaluateWithin(compileExpression('payload.exist()'), context(), 100)).toThrow(ExpressionEvaluationError);
   });
 });
