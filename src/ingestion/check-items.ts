@@ -5,6 +5,7 @@
  */
 import type { DeliveryItems } from './delivery-body.js';
 import type { FhirValidator } from './fhir-validate.js';
+import { MAX_TAGS } from './records.js';
 
 const SAFE_TYPE = /^[A-Za-z]{1,64}$/;
 
@@ -22,9 +23,23 @@ export function checkItems(parsed: DeliveryItems, validator: FhirValidator): Del
       continue;
     }
     const result = validator.validate(item.resource);
-    if (result.valid) out.items.push(item);
-    else out.problems.push({ index: item.index, message: result.message });
+    const tags = result.valid ? tooManyTags(item.resource) : null;
+    if (!result.valid) out.problems.push({ index: item.index, message: result.message });
+    else if (tags !== null) out.problems.push({ index: item.index, message: tags });
+    else out.items.push(item);
   }
   out.problems.sort((a, b) => a.index - b.index);
   return out;
+}
+
+/**
+ * A Patient's or Practitioner's `meta.tag` becomes its search tags; past MAX_TAGS it is refused,
+ * as a plain record's `tags` are: half a million tags in one Patient held the SQLite process for
+ * half a minute while they were written (a security review).
+ */
+function tooManyTags(resource: { resourceType: string; meta?: unknown }): string | null {
+  if (resource.resourceType !== 'Patient' && resource.resourceType !== 'Practitioner') return null;
+  const tags = (resource.meta as { tag?: unknown } | undefined)?.tag;
+  if (!Array.isArray(tags) || tags.length <= MAX_TAGS) return null;
+  return `meta.tag holds ${tags.length} tags; a ${resource.resourceType} may carry at most ${MAX_TAGS} (they become its search tags)`;
 }

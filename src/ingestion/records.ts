@@ -19,7 +19,8 @@ export const TAG_SLUG = /^[a-z0-9][a-z0-9._:-]{0,63}$/;
 // Bounds for plain records sent as JSON, so one delivery cannot store unbounded text.
 const MAX_EXT_ID = 128;
 const MAX_NAME = 512;
-const MAX_TAGS = 100;
+/** The most tags a record may carry from its sender (a plain record's `tags`, a resource's `meta.tag`). */
+export const MAX_TAGS = 100;
 const RECORD_FIELDS = new Set(['resourceType', 'extId', 'name', 'tags']);
 const FIELD_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,63}$/;
 

@@ -91,24 +91,27 @@ describeEachStore('FHIR R4 ingestion of real data', (env) => {
       { resourceType: 'Spaceship', id: 'enterprise' },
       { ...good, id: 'bad-element', favouriteColour: 'blue' },
       { ...example('Encounter-example.json'), id: 'enc-ok', subject: { reference: 'Patient/ok-1' } },
+      { ...good, id: 'many-tags', meta: { tag: Array.from({ length: 101 }, (_, n) => ({ code: `t${n}` })) } },
+      { ...good, id: 'ok-100', meta: { tag: Array.from({ length: 100 }, (_, n) => ({ code: `t${n}` })) } },
     ]);
     (body.entry as object[]).push({ request: { method: 'DELETE', url: 'Starship/x' } }, { request: { method: 'DELETE', url: 'Patient?name=x' } });
     const answer = await deliverAndProcess(env, feed, body);
-    expect(answer.accepted).toBe(6);
+    expect(answer.accepted).toBe(8);
     const delivery = await lastDelivery(ws, feed);
     expect(delivery.skipped).toEqual([
       { index: 1, message: '/birthDate: must be a valid FHIR date (pattern)' },
       { index: 2, message: 'unknown FHIR resource type Spaceship' },
       { index: 3, message: '/favouriteColour: is not an element of this type (additionalProperties)' },
-      { index: 5, message: 'unknown FHIR resource type Starship' },
-      { index: 6, message: 'conditional DELETE (request.url with a search) is not supported' },
+      { index: 5, message: 'meta.tag holds 101 tags; a Patient may carry at most 100 (they become its search tags)' },
+      { index: 7, message: 'unknown FHIR resource type Starship' },
+      { index: 8, message: 'conditional DELETE (request.url with a search) is not supported' },
     ]);
     expect(JSON.stringify(delivery)).not.toMatch(/1974-13-45|blue|enterprise/);
-    expect((await search(ws, 'Patient')).results.map((hit) => hit.extId)).toEqual(['ok-1']);
+    expect((await search(ws, 'Patient')).results.map((hit) => hit.extId).sort()).toEqual(['ok-1', 'ok-100']);
     expect(delivery.events).toEqual([
       { event: 'Encounter.created', count: 1 },
       { event: 'Encounter.in-progress', count: 1 },
-      { event: 'Patient.created', count: 1 },
+      { event: 'Patient.created', count: 2 },
     ]);
   });
 
