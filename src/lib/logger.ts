@@ -1,4 +1,5 @@
 import pino, { type DestinationStream, type Logger } from 'pino';
+import { loggableError } from './store-errors.js';
 
 /**
  * Logs carry what happened, never what was in it: no bodies, FHIR resources, keys or secrets
@@ -37,6 +38,10 @@ export function createLogger(level: string, destination?: DestinationStream): Lo
         id: req.id,
       }),
       res: (res: { statusCode: number }) => ({ statusCode: res.statusCode }),
+      // What the code logs under `err` is loggableError's already: kept as it is (pino's own
+      // serializer took it for an error and wrote `type: "Object"`, `stack: ""`). An Error that
+      // reaches a line as it is gets the same treatment, its message only when it names no data.
+      err: (err: unknown) => (err instanceof Error ? loggableError(err, { frames: true }) : err),
     },
   };
   return destination ? pino(options, destination) : pino(options);

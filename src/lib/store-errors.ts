@@ -23,7 +23,7 @@ export function isConflictError(error: unknown): boolean {
 }
 
 /** What node-postgres and its pool say, without a code, when a connection ends or none comes. */
-const TRANSIENT_MESSAGES = [/^Connection terminated/, /^timeout exceeded when trying to connect/, /^Client has encountered a connection error and is not queryable/];
+const TRANSIENT_MESSAGES = [/^Connection terminated/, /^timeout exceeded when trying to connect/, /^Client has encountered a connection error and is not queryable/, /^Query read timeout$/];
 
 /**
  * No room to write: SQLite's disk (or its `max_page_count`) is full; PostgreSQL's disk is full

@@ -8,7 +8,7 @@ import { withStatementCache } from './sqlite-statement-cache.js';
 import { SchemaScopedPostgresDialect } from './schema-scoped-dialect.js';
 import { FALLBACK_AUTOCHECKPOINT_PAGES, startCheckpointer } from './sqlite-checkpointer.js';
 import { ImmediateSqliteDialect } from './immediate-sqlite-dialect.js';
-import { POSTGRES_CONNECTION_DEFAULTS } from './postgres-defaults.js';
+import { POSTGRES_CONNECTION_DEFAULTS, POSTGRES_QUERY_TIMEOUT_MS } from './postgres-defaults.js';
 import { foldCase, SQLITE_FOLD_CASE } from '../lib/like.js';
 
 export type Dialect = 'sqlite' | 'postgres';
@@ -30,6 +30,12 @@ export interface StoreOptions {
    * `store_unavailable`). Default: POSTGRES_CONNECTION_DEFAULTS.
    */
   connectTimeoutMs?: number;
+  /**
+   * PostgreSQL only: how long a query may go without an answer before it fails as a passing
+   * store error and its connection is closed; 0 for no limit (migrations). Default:
+   * POSTGRES_QUERY_TIMEOUT_MS.
+   */
+  queryTimeoutMs?: number;
 }
 
 // COUNT(*) and BIGINT come back from pg as strings (they may exceed 2^53). Every bigint this
@@ -129,6 +135,25 @@ function openSqlite(file: string): Store {
   };
 }
 
+/**
+ * node-postgres fails a query that outlives `query_timeout` but keeps its connection, still
+ * waiting for the answer: handed back to the pool, it would hold every query given to it after.
+ * Such a connection is closed instead (`end` destroys one with a query in flight), and the pool
+ * drops it when it comes back.
+ */
+function closeOnQueryTimeout(client: pg.PoolClient): void {
+  const query = client.query.bind(client) as (...args: unknown[]) => unknown;
+  (client as unknown as { query: (...args: unknown[]) => unknown }).query = (...args: unknown[]) => {
+    const answer = query(...args);
+    if (answer instanceof Promise) {
+      answer.catch((error: unknown) => {
+        if (error instanceof Error && error.message === 'Query read timeout') client.end().catch(() => undefined);
+      });
+    }
+    return answer;
+  };
+}
+
 function openPostgres(databaseUrl: string, options: StoreOptions): Store {
   const pool = new pg.Pool({
     connectionString: databaseUrl,
@@ -137,6 +162,7 @@ function openPostgres(databaseUrl: string, options: StoreOptions): Store {
     // served by a 503 it can retry than by a request that hangs.
     ...POSTGRES_CONNECTION_DEFAULTS,
     connectionTimeoutMillis: options.connectTimeoutMs ?? POSTGRES_CONNECTION_DEFAULTS.connectionTimeoutMillis,
+    query_timeout: (options.queryTimeoutMs ?? POSTGRES_QUERY_TIMEOUT_MS) || undefined,
     options: options.schema ? `-c search_path=${options.schema}` : undefined,
   });
   // An idle client that loses its server must not crash the process; the next query reconnects.
@@ -146,7 +172,10 @@ function openPostgres(databaseUrl: string, options: StoreOptions): Store {
   // is idle. Unheard, that event ended the process (a worker whose connection the database
   // terminated between a query's failure and its release). The holder sees the failure anyway
   // (its query fails, or the next one: "not queryable"), and the pool drops the client on release.
-  pool.on('connect', (client) => client.on('error', () => undefined));
+  pool.on('connect', (client) => {
+    client.on('error', () => undefined);
+    closeOnQueryTimeout(client);
+  });
   const db = new Kysely<Database>({ dialect: new SchemaScopedPostgresDialect({ pool }) });
   postgresPools.set(db, pool);
   return { db, dialect: 'postgres', close: () => db.destroy() };

@@ -98,10 +98,28 @@ export async function openMigratedStore(
   let store: Store | undefined;
   try {
     store = openStore(databaseUrl, options.storeOptions);
-    const applied = options.migrate === false ? [] : await migrateToLatest(store.db, store.dialect, options.onSlow);
+    const applied = options.migrate === false ? [] : await migrateOwnConnections(databaseUrl, store, options);
     return { store, applied };
   } catch (error) {
     await store?.close().catch(() => undefined);
     throw storeUnavailable(databaseUrl, error) ?? error;
+  }
+}
+
+/**
+ * On PostgreSQL, migrations run on connections of their own without the service's query
+ * timeout (an index over millions of rows may take minutes); SQLite has the one connection.
+ */
+async function migrateOwnConnections(
+  databaseUrl: string,
+  store: Store,
+  options: { storeOptions?: StoreOptions; onSlow?: SlowMigrationListener },
+): Promise<MigrationResult[]> {
+  if (store.dialect !== 'postgres') return migrateToLatest(store.db, store.dialect, options.onSlow);
+  const migrating = openStore(databaseUrl, { ...options.storeOptions, poolSize: 2, queryTimeoutMs: 0 });
+  try {
+    return await migrateToLatest(migrating.db, migrating.dialect, options.onSlow);
+  } finally {
+    await migrating.close();
   }
 }

@@ -6,3 +6,12 @@
  * that the start-up error messages (store-unavailable.ts) can quote it without loading them.
  */
 export const POSTGRES_CONNECTION_DEFAULTS = { application_name: 'carepath', connectionTimeoutMillis: 10_000 } as const;
+
+/**
+ * How long a query of the service may go without an answer (connect.ts): a database that went
+ * silent mid-query (a failover that sent no reset) or a lock held for long would otherwise hold
+ * a request, or a worker's step, until the operating system gave up on the connection, a quarter
+ * of an hour later. Migrations have connections without it: an index over millions of rows may
+ * take minutes.
+ */
+export const POSTGRES_QUERY_TIMEOUT_MS = 30_000;

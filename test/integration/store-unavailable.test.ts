@@ -126,6 +126,30 @@ describeEachStore('PostgreSQL connections', (env) => {
     }
   });
 
+  it('give up on a query that gets no answer in time, as a passing store error, and close its connection', async () => {
+    if (env.kind === 'sqlite') return;
+    const store = openStore(env.container.config.databaseUrl, { schema: env.schema, poolSize: 1, queryTimeoutMs: 300 });
+    const locker = new pg.Client({ connectionString: env.container.config.databaseUrl, options: `-c search_path=${env.schema}` });
+    await locker.connect();
+    try {
+      // A lock held for long, as a database gone silent: the query waits, and nothing answers.
+      await locker.query('begin');
+      await locker.query('lock table records in access exclusive mode');
+      const started = Date.now();
+      const failure = await sql`select count(*) from records`.execute(store.db).then(() => null, (error: unknown) => error);
+      expect(isTransientStoreError(failure)).toBe(true);
+      expect(Date.now() - started).toBeLessThan(5_000);
+      // The pool's one connection still waited for that answer: it was closed, so the next query
+      // gets a new one at once instead of queueing behind it.
+      const next = await sql<{ one: number }>`select 1 as one`.execute(store.db);
+      expect(next.rows[0].one).toBe(1);
+    } finally {
+      await locker.query('rollback').catch(() => undefined);
+      await locker.end();
+      await store.close();
+    }
+  });
+
   it('survive the database ending a connection that a transaction holds: the transaction fails, nothing crashes, the next query works', async () => {
     if (env.kind === 'sqlite') return;
     const admin = new pg.Client({ connectionString: env.container.config.databaseUrl });

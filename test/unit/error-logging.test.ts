@@ -51,7 +51,21 @@ describe('unexpected errors in the log', () => {
     expect(res.statusCode).toBe(503);
     expect(res.headers['retry-after']).toBe('1');
     expect(res.json()).toMatchObject({ code: 'store_unavailable' });
-    expect(lines.find((line) => line.msg === 'the store did not answer')).toMatchObject({ err: { code: 'ECONNREFUSED', message: 'connect ECONNREFUSED 127.0.0.1:5432' } });
+    const logged = lines.find((line) => line.msg === 'the store did not answer');
+    // The error's own type, not "Object", and no empty stack (pino's serializer took the logged
+    // fields for an error and rewrote them).
+    expect(logged?.err).toEqual({ type: 'Error', code: 'ECONNREFUSED', message: 'connect ECONNREFUSED 127.0.0.1:5432' });
+  });
+});
+
+describe('err in a log line', () => {
+  it('keeps what loggableError gave as it is, and treats an Error logged as it is the same way', () => {
+    const { logger, lines } = capturedLogger('info');
+    logger.warn({ err: loggableError(Object.assign(new TypeError('timeout exceeded when trying to connect'), { code: 'X1' })) }, 'given');
+    logger.warn({ err: Object.assign(new Error(QUOTING), { code: '22007' }) }, 'raw');
+    expect(lines[0].err).toEqual({ type: 'TypeError', code: 'X1', message: 'timeout exceeded when trying to connect' });
+    expect(lines[1].err).toMatchObject({ type: 'Error', code: '22007', frames: expect.any(Array) });
+    expect(JSON.stringify(lines)).not.toMatch(/Jane|4711|1970/);
   });
 });
 
