@@ -116,6 +116,10 @@ describeEachStore('GET /v1/openapi.json and /docs', (env) => {
     expect(doc.paths['/v1/runs/{runId}/cancel'].post.responses['409'].description).toBe(
       'An error. Its `code` is one of idempotency_mismatch, trigger_not_web, trigger_inactive, run_not_queued, run_not_paused, run_terminal, query_in_use.',
     );
+    // A type-specific field of a trigger says that another type refuses it, null as well.
+    const createTrigger = (doc.paths['/v1/triggers'].post.requestBody as { content: Record<string, { schema: { properties: Record<string, { description?: string }> } }> }).content['application/json'].schema;
+    expect(createTrigger.properties.queryId.description).toMatch(/^Search triggers only: sent for a trigger of another type, also as null, it is refused with 400/);
+    expect(createTrigger.properties.when.description).toMatch(/^Event triggers only/);
     expect(Object.keys((doc.components as { schemas?: object }).schemas ?? {})).toEqual(['Error']);
     // One $id names one schema: the error body inlined in 28 answers with its $id made JSON Schema tools refuse the document.
     expect(JSON.stringify(doc.paths)).not.toContain('"$id"');

@@ -1,4 +1,4 @@
-import { Type, type Static } from '@sinclair/typebox';
+import { Type, type Static, type TSchema } from '@sinclair/typebox';
 import { Nullable, Timestamp, Uuid, PageLimit, CursorParam } from '../../http/schemas/common.js';
 
 export const TriggerType = Type.Union([Type.Literal('web'), Type.Literal('search'), Type.Literal('event')]);
@@ -59,6 +59,15 @@ export type TriggerView = Static<typeof TriggerView>;
 
 const Name = Type.String({ minLength: 1, maxLength: 200 });
 
+/**
+ * A type-specific field, described so that the OpenAPI document says what validation does: its
+ * null is for a trigger of its own type (a PATCH clears the field with it); sent for another
+ * type, null too, it is refused (DESIGN §2). A client generator that writes every unset field
+ * as null would otherwise learn it from a 400 (a conformance review).
+ */
+const OnlyFor = <T extends TSchema>(types: string, schema: T): T =>
+  ({ ...schema, description: `${types[0].toUpperCase()}${types.slice(1)} triggers only: sent for a trigger of another type, also as null, it is refused with 400 invalid_request.` }) as T;
+
 export const CreateTriggerBody = Type.Object(
   {
     name: Name,
@@ -66,11 +75,11 @@ export const CreateTriggerBody = Type.Object(
     type: TriggerType,
     autoStart: Type.Optional(Type.Boolean()),
     active: Type.Optional(Type.Boolean()),
-    queryId: Type.Optional(Nullable(Uuid)),
-    schedule: Type.Optional(Nullable(ScheduleBody)),
-    event: Type.Optional(Nullable(EventName)),
-    when: Type.Optional(Nullable(TriggerWhen)),
-    onePerSubject: Type.Optional(Nullable(Type.Boolean())),
+    queryId: Type.Optional(OnlyFor('search', Nullable(Uuid))),
+    schedule: Type.Optional(OnlyFor('search', Nullable(ScheduleBody))),
+    event: Type.Optional(OnlyFor('event', Nullable(EventName))),
+    when: Type.Optional(OnlyFor('event', Nullable(TriggerWhen))),
+    onePerSubject: Type.Optional(OnlyFor('search and event', Nullable(Type.Boolean()))),
   },
   { additionalProperties: false },
 );
@@ -82,11 +91,11 @@ export const UpdateTriggerBody = Type.Object(
     sourceId: Type.Optional(Uuid),
     autoStart: Type.Optional(Type.Boolean()),
     active: Type.Optional(Type.Boolean()),
-    queryId: Type.Optional(Nullable(Uuid)),
-    schedule: Type.Optional(Nullable(ScheduleBody)),
-    event: Type.Optional(Nullable(EventName)),
-    when: Type.Optional(Nullable(TriggerWhen)),
-    onePerSubject: Type.Optional(Nullable(Type.Boolean())),
+    queryId: Type.Optional(OnlyFor('search', Nullable(Uuid))),
+    schedule: Type.Optional(OnlyFor('search', Nullable(ScheduleBody))),
+    event: Type.Optional(OnlyFor('event', Nullable(EventName))),
+    when: Type.Optional(OnlyFor('event', Nullable(TriggerWhen))),
+    onePerSubject: Type.Optional(OnlyFor('search and event', Nullable(Type.Boolean()))),
     // Present only to answer a clear "type cannot be changed" rather than "unknown field".
     type: Type.Optional(Type.Unknown()),
   },
