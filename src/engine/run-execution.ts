@@ -137,6 +137,19 @@ export class RunExecution {
     if (!applied) throw new GuardFailed();
     this.state = write.state;
     this.status = 'running';
+    if (write.end?.status === 'errored') this.logErrored(write.end.error?.nodeId ?? '');
+  }
+
+  /**
+   * A run that errored is worth a line at 2 a.m.: which run, trigger and node, so the timeline
+   * can be read (GET /v1/runs/{runId}/steps). Not the message: it may quote the run's data.
+   * Runs that end otherwise are not logged, one line each would be most of a busy worker's output.
+   */
+  private logErrored(nodeId: string): void {
+    this.services.logger.warn(
+      { runId: this.run.id, workspaceId: this.run.workspaceId, triggerId: this.run.triggerId, nodeId, workerId: this.lease.owner },
+      'run errored',
+    );
   }
 
   private async sleep(state: EngineState, until: string): Promise<Turn> {

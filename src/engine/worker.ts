@@ -298,6 +298,12 @@ export class RunWorker {
     );
     // Paused or canceled meanwhile: let go, so a resumed run is not held until the lease ends.
     if (!moved) await releaseRun(this.services.db, lease, { availableAt: at });
+    else {
+      this.services.logger.warn(
+        { runId: row.id, workspaceId: row.workspace_id, triggerId: row.trigger_id, blueprintId: row.source_id, version: row.source_version, workerId: this.id },
+        'run errored: its blueprint version cannot be read',
+      );
+    }
   }
 
   /**

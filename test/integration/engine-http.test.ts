@@ -106,6 +106,10 @@ describeEachStore('engine: http automation', (env) => {
     const retries = lines.filter((line) => line.msg === 'http automation will try again');
     expect(retries).toHaveLength(FAST_RETRIES.attempts - 1);
     for (const line of retries) expect(line.problem).toMatch(/^dns [A-Z_]+$/);
+    // The run's end is a line of its own, with what finds its timeline; never the message.
+    expect(lines.filter((line) => line.msg === 'run errored')).toEqual([
+      expect.objectContaining({ level: 40, runId, triggerId, workspaceId: ws.workspaceId, nodeId: run.error?.nodeId }),
+    ]);
     const logged = JSON.stringify(lines);
     for (const data of ['jane-doe', 'mrn-778812']) expect(logged).not.toContain(data);
   });
