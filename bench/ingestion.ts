@@ -225,6 +225,8 @@ async function rawInsert(container: Container, bundles: Resource[][]) {
               status: typeof resource.status === 'string' ? resource.status : null,
               patient_id: subjectReferenceOf(resource),
               source_tags: null,
+              // As long as ingestion's hash of the resource (its computing is in the CPU floor, not here).
+              content_hash: 'raw-content-hash-00000',
               delivery_id: 'raw',
               updated_at: at,
             })),

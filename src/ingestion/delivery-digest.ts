@@ -9,6 +9,7 @@
  * string, where the parsed resources would cost the serving thread as much to receive as the
  * parse they replace. The JSON text is what a run's payload stores anyway.
  */
+import { createHash } from 'node:crypto';
 import secureJson from 'secure-json-parse';
 import { invalidRequest } from '../lib/errors.js';
 import { mayHoldUnstorableText } from '../lib/storable-text.js';
@@ -33,6 +34,8 @@ export interface ResourceFacts {
   record: PlainRecord | null;
   /** the resource as delivered, as JSON text (`{resourceType, id}` for a deletion) */
   json: string;
+  /** a hash of `json`, to know the resource sent again unchanged; null for deletions */
+  contentHash: string | null;
 }
 
 export type DigestItem = ResourceFacts | { kind: 'record'; record: PlainRecord; index: number };
@@ -76,8 +79,11 @@ export function digestDelivery(parsed: DeliveryItems, validator: FhirValidator):
 function factsOf(item: Extract<DeliveryItem, { kind: 'resource' }>, byFullUrl: ReadonlyMap<string, FhirResource>): ResourceFacts {
   const { resource, index, deleted } = item;
   const { resourceType, id } = resource;
-  if (deleted) return { kind: 'resource', index, resourceType, id, deleted, status: null, patientId: null, record: null, json: JSON.stringify({ resourceType, id }) };
+  if (deleted) return { kind: 'resource', index, resourceType, id, deleted, status: null, patientId: null, record: null, json: JSON.stringify({ resourceType, id }), contentHash: null };
   const { status } = resource;
+  // Safe to stringify: validation refuses resources nested past ~900 levels, well before
+  // JSON.stringify would run out of stack (~2,000 on a default Node stack).
+  const json = JSON.stringify(resource);
   return {
     kind: 'resource',
     index,
@@ -87,8 +93,16 @@ function factsOf(item: Extract<DeliveryItem, { kind: 'resource' }>, byFullUrl: R
     status: typeof status === 'string' && status.length <= MAX_STATUS_LENGTH ? status : null,
     patientId: subjectReferenceOf(resource, byFullUrl),
     record: recordFromResource(resource),
-    // Safe to stringify: validation refuses resources nested past ~900 levels, well before
-    // JSON.stringify would run out of stack (~2,000 on a default Node stack).
-    json: JSON.stringify(resource),
+    json,
+    contentHash: contentHashOf(json),
   };
+}
+
+/**
+ * 128 bits of the resource's SHA-256, enough to tell a resource sent again unchanged from one
+ * that changed (about 1 µs a Synthea resource, on the reader's thread). The text is the one the
+ * sender's JSON gives, so the same resource with its elements in another order counts as changed.
+ */
+function contentHashOf(json: string): string {
+  return createHash('sha256').update(json).digest('base64url').slice(0, 22);
 }

@@ -6,7 +6,8 @@
  *
  * Items are taken in delivery order, each seeing the state the ones before it left, so a bundle
  * that creates and then updates an Encounter raises `created` then `updated`, and a status event
- * fires only when the status differs from the one before (a repeated update raises none).
+ * fires only when the status differs from the one before (a repeated update raises none). A
+ * resource delivered again exactly as it was stored raises no event at all.
  */
 import type { DigestItem } from './delivery-digest.js';
 import { eventsFor } from './events.js';
@@ -19,6 +20,8 @@ export interface ResourceState {
   patientId: string | null;
   /** tags the resource gave its search record (Patient, Practitioner); null for other types */
   sourceTags: string[] | null;
+  /** hash of the resource as last delivered; null for plain records and states stored before it was kept */
+  contentHash: string | null;
 }
 
 export interface RaisedEvent {
@@ -91,7 +94,7 @@ export function changesOf(items: readonly DigestItem[], stored: ReadonlyMap<stri
       const { record } = item;
       const key = stateKey(record.resourceType, record.extId);
       // Plain records keep search current; they are not FHIR resources and raise no events.
-      states.set(key, { status: null, patientId: record.resourceType === 'Patient' ? record.extId : null, sourceTags: record.tags });
+      states.set(key, { status: null, patientId: record.resourceType === 'Patient' ? record.extId : null, sourceTags: record.tags, contentHash: null });
       records.set(recordKey(record.resourceType, record.extId), { record, previousSourceTags: storedTags(key) });
       continue;
     }
@@ -115,10 +118,15 @@ export function changesOf(items: readonly DigestItem[], stored: ReadonlyMap<stri
 
     const { patientId, record } = item;
     if (patientId !== null) referencedPatients.add(patientId);
-    for (const event of eventsFor(raised, { existed: before !== null, previousStatus: before?.status, deleted: false })) {
-      events.push({ index: item.index, event, resourceJson: item.json, patientId });
+    // Sent again as it was (a nightly full export, a retry under a new key): nothing happened to
+    // it, so no event; search is kept as it is written below.
+    const unchanged = before !== null && before.contentHash !== null && before.contentHash === item.contentHash && before.patientId === patientId;
+    if (!unchanged) {
+      for (const event of eventsFor(raised, { existed: before !== null, previousStatus: before?.status, deleted: false })) {
+        events.push({ index: item.index, event, resourceJson: item.json, patientId });
+      }
     }
-    states.set(key, { status: item.status, patientId, sourceTags: record ? record.tags : null });
+    states.set(key, { status: item.status, patientId, sourceTags: record ? record.tags : null, contentHash: item.contentHash });
     if (record) records.set(recordKey(record.resourceType, record.extId), { record, previousSourceTags: storedTags(key) });
   }
   return { events, states, records, referencedPatients, formerPatients };

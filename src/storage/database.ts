@@ -277,6 +277,8 @@ export interface ResourceStateTable {
   patient_id: string | null;
   /** JSON array of the tags the resource gave its record (Patient, Practitioner), else null */
   source_tags: string | null;
+  /** hash of the resource as last delivered (resource-changes.ts); null before migration 0013 and for plain records */
+  content_hash: string | null;
   delivery_id: string;
   updated_at: string;
 }

@@ -42,7 +42,7 @@ describeEachStore('events raised from deliveries', (env) => {
       { event: 'Encounter.in-progress', count: 1 },
       { event: 'Patient.created', count: 1 },
     ]);
-    await deliverAndProcess(env, feed, encounter('enc-1', 'in-progress', 'e1'));
+    await deliverAndProcess(env, feed, { ...encounter('enc-1', 'in-progress', 'e1'), language: 'en' });
     expect(await eventsOf()).toEqual([{ event: 'Encounter.updated', count: 1 }]);
     await deliverAndProcess(env, feed, encounter('enc-1', 'finished', 'e1'));
     expect(await eventsOf()).toEqual([
@@ -50,18 +50,44 @@ describeEachStore('events raised from deliveries', (env) => {
       { event: 'Encounter.updated', count: 1 },
     ]);
     // The same content again, a second later (the same request within the same second is a
-    // replay, taken once: webhook-delivery.test.ts).
+    // replay, taken once: webhook-delivery.test.ts): nothing happened to it, no event.
     await deliverAndProcess(env, feed, encounter('enc-1', 'finished', 'e1'), { t: nowSeconds(env.container) + 1 });
+    expect(await eventsOf()).toEqual([]);
+    // Its elements in another order are another text: counted as a change.
+    const { status, ...rest } = encounter('enc-1', 'finished', 'e1');
+    await deliverAndProcess(env, feed, { status, ...rest }, { t: nowSeconds(env.container) + 2 });
     expect(await eventsOf()).toEqual([{ event: 'Encounter.updated', count: 1 }]);
   });
 
+  it('raise nothing for a resource sent again unchanged: a trigger on updated starts no run, search stays', async () => {
+    const ws2 = await env.workspace();
+    const feed2 = await createEndpoint(ws2);
+    const updated = await eventTrigger(ws2, 'Patient.updated');
+    const nightly = collection(patient('n1', { gender: 'female' }), patient('n2'));
+    await deliverAndProcess(env, feed2, nightly, { key: 'export-mon' });
+    // Signed at another second: the same body at the same second is the same request, replayed.
+    await deliverAndProcess(env, feed2, nightly, { key: 'export-tue', t: nowSeconds(env.container) + 1 });
+    expect((await lastDelivery(ws2, feed2)).events).toEqual([]);
+    expect(await runsOf(ws2, `triggerId=${updated.triggerId}`)).toHaveLength(0);
+    // One of them changed by Wednesday: one event, one run.
+    await deliverAndProcess(env, feed2, collection(patient('n1', { gender: 'male' }), patient('n2')), { key: 'export-wed', t: nowSeconds(env.container) + 2 });
+    expect((await lastDelivery(ws2, feed2)).events).toEqual([{ event: 'Patient.updated', count: 1 }]);
+    expect(await runsOf(ws2, `triggerId=${updated.triggerId}`)).toHaveLength(1);
+    const found = await ws2.call('POST', '/v1/search', { body: { resourceType: 'Patient' } });
+    expect(found.json().results.map((hit: { extId: string }) => hit.extId).sort()).toEqual(['n1', 'n2']);
+  });
+
   it('sees the order inside one bundle: created then updated, one status event per change', async () => {
-    await deliverAndProcess(env, feed, collection(encounter('enc-2', 'planned', 'e1'), encounter('enc-2', 'planned', 'e1'), encounter('enc-2', 'arrived', 'e1')));
+    await deliverAndProcess(
+      env,
+      feed,
+      collection(encounter('enc-2', 'planned', 'e1'), { ...encounter('enc-2', 'planned', 'e1'), language: 'en' }, encounter('enc-2', 'planned', 'e1'), encounter('enc-2', 'arrived', 'e1')),
+    );
     expect(await eventsOf()).toEqual([
       { event: 'Encounter.arrived', count: 1 },
       { event: 'Encounter.created', count: 1 },
       { event: 'Encounter.planned', count: 1 },
-      { event: 'Encounter.updated', count: 2 },
+      { event: 'Encounter.updated', count: 3 },
     ]);
   });
 

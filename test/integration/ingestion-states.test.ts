@@ -10,19 +10,19 @@ describeEachStore('resource states', (env) => {
     const dialect = env.container.store.dialect;
     const at = '2025-01-01T00:00:00.000Z';
     const states = new Map<string, ResourceState | null>([
-      [stateKey('Encounter', 'x'), { status: 'finished', patientId: 'p-1', sourceTags: null }],
-      [stateKey('Condition', 'y'), { status: null, patientId: null, sourceTags: null }],
-      [stateKey('Encounter', 'y'), { status: 'planned', patientId: 'p-2', sourceTags: null }],
-      [stateKey('Patient', 'quote"\'\\ü'), { status: null, patientId: 'quote"\'\\ü', sourceTags: ['vip', 'a:b'] }],
+      [stateKey('Encounter', 'x'), { status: 'finished', patientId: 'p-1', sourceTags: null, contentHash: 'h-x' }],
+      [stateKey('Condition', 'y'), { status: null, patientId: null, sourceTags: null, contentHash: null }],
+      [stateKey('Encounter', 'y'), { status: 'planned', patientId: 'p-2', sourceTags: null, contentHash: 'h-y' }],
+      [stateKey('Patient', 'quote"\'\\ü'), { status: null, patientId: 'quote"\'\\ü', sourceTags: ['vip', 'a:b'], contentHash: 'h"\\' }],
     ]);
     await env.db.transaction().execute((tx) => writeResourceStates(tx, dialect, ws.workspaceId, states, 'd-1', at));
 
     // Condition/x and Encounter/y are not asked for, though their type and id each are.
     const read = await readResourceStates(env.db, dialect, ws.workspaceId, [stateKey('Encounter', 'x'), stateKey('Condition', 'y'), stateKey('Patient', 'quote"\'\\ü'), stateKey('Condition', 'x')]);
     expect(Object.fromEntries(read)).toEqual({
-      [stateKey('Encounter', 'x')]: { status: 'finished', patientId: 'p-1', sourceTags: null },
-      [stateKey('Condition', 'y')]: { status: null, patientId: null, sourceTags: null },
-      [stateKey('Patient', 'quote"\'\\ü')]: { status: null, patientId: 'quote"\'\\ü', sourceTags: ['vip', 'a:b'] },
+      [stateKey('Encounter', 'x')]: { status: 'finished', patientId: 'p-1', sourceTags: null, contentHash: 'h-x' },
+      [stateKey('Condition', 'y')]: { status: null, patientId: null, sourceTags: null, contentHash: null },
+      [stateKey('Patient', 'quote"\'\\ü')]: { status: null, patientId: 'quote"\'\\ü', sourceTags: ['vip', 'a:b'], contentHash: 'h"\\' },
     });
     // Another workspace sees none of them.
     const other = await env.workspace();
@@ -30,12 +30,12 @@ describeEachStore('resource states', (env) => {
 
     // An update replaces the values and the delivery; null removes the state.
     const next = new Map<string, ResourceState | null>([
-      [stateKey('Encounter', 'x'), { status: 'cancelled', patientId: 'p-1', sourceTags: null }],
+      [stateKey('Encounter', 'x'), { status: 'cancelled', patientId: 'p-1', sourceTags: null, contentHash: 'h-x2' }],
       [stateKey('Condition', 'y'), null],
     ]);
     await env.db.transaction().execute((tx) => writeResourceStates(tx, dialect, ws.workspaceId, next, 'd-2', at));
     const after = await readResourceStates(env.db, dialect, ws.workspaceId, [stateKey('Encounter', 'x'), stateKey('Condition', 'y')]);
-    expect(Object.fromEntries(after)).toEqual({ [stateKey('Encounter', 'x')]: { status: 'cancelled', patientId: 'p-1', sourceTags: null } });
+    expect(Object.fromEntries(after)).toEqual({ [stateKey('Encounter', 'x')]: { status: 'cancelled', patientId: 'p-1', sourceTags: null, contentHash: 'h-x2' } });
     const row = await env.db.selectFrom('resource_states').select('delivery_id').where('workspace_id', '=', ws.workspaceId).where('resource_id', '=', 'x').executeTakeFirstOrThrow();
     expect(row.delivery_id).toBe('d-2');
     expect((await readResourceStates(env.db, dialect, ws.workspaceId, [])).size).toBe(0);

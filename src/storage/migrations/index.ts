@@ -15,6 +15,7 @@ import * as m0009 from './0009_run_execution_failures.js';
 import * as m0010 from './0010_event_trigger_when.js';
 import * as m0011 from './0011_trigger_next_run_cleanup.js';
 import * as m0012 from './0012_runs_by_workspace_trigger.js';
+import * as m0013 from './0013_resource_state_content_hash.js';
 
 export const migrations: Record<string, Migration> = {
   '0001_core': m0001,
@@ -29,4 +30,5 @@ export const migrations: Record<string, Migration> = {
   '0010_event_trigger_when': m0010,
   '0011_trigger_next_run_cleanup': m0011,
   '0012_runs_by_workspace_trigger': m0012,
+  '0013_resource_state_content_hash': m0013,
 };
