@@ -5,7 +5,7 @@
  */
 import type { DeliveryItems } from './delivery-body.js';
 import type { FhirValidator } from './fhir-validate.js';
-import { MAX_TAGS } from './records.js';
+import { MAX_TAGS, tagsFromMeta } from './records.js';
 
 const SAFE_TYPE = /^[A-Za-z]{1,64}$/;
 
@@ -39,7 +39,10 @@ export function checkItems(parsed: DeliveryItems, validator: FhirValidator): Del
  */
 function tooManyTags(resource: { resourceType: string; meta?: unknown }): string | null {
   if (resource.resourceType !== 'Patient' && resource.resourceType !== 'Practitioner') return null;
-  const tags = (resource.meta as { tag?: unknown } | undefined)?.tag;
-  if (!Array.isArray(tags) || tags.length <= MAX_TAGS) return null;
-  return `meta.tag holds ${tags.length} tags; a ${resource.resourceType} may carry at most ${MAX_TAGS} (they become its search tags)`;
+  const written = (resource.meta as { tag?: unknown } | undefined)?.tag;
+  if (!Array.isArray(written) || written.length <= MAX_TAGS) return null;
+  // Counted as search tags: codes that slug to the same tag are one.
+  const tags = tagsFromMeta(resource.meta).length;
+  if (tags <= MAX_TAGS) return null;
+  return `meta.tag gives ${tags} tags; a ${resource.resourceType} may carry at most ${MAX_TAGS} (they become its search tags)`;
 }

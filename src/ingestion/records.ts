@@ -51,7 +51,8 @@ function firstHumanName(names: unknown): string {
 
 const collapseSpaces = (text: string): string => text.trim().replace(/\s+/g, ' ');
 
-function tagsFromMeta(meta: unknown): string[] {
+/** The search tags a resource's `meta.tag` gives: each code slugged, the ones left distinct. */
+export function tagsFromMeta(meta: unknown): string[] {
   const tags = (meta as { tag?: unknown } | undefined)?.tag;
   if (!Array.isArray(tags)) return [];
   const slugs = tags

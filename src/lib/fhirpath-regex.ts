@@ -14,14 +14,25 @@
  * written in the expression (`constantPatternProblem`), when the expression runs otherwise (the
  * run errors at that node, a trigger's condition does not hold). Everything else FHIRPath's
  * patterns are written with (classes, `\d`, `\p{L}`, quantifiers, named groups, `$1` in a
- * replacement) works as before.
+ * replacement) works as before, but for two details of RE2: `\s` is ASCII white space (space,
+ * tab, CR, LF, FF; not a no-break space), and with `m` a line ends at LF only.
  */
 import fhirpath, { type UserInvocationTable } from 'fhirpath';
 import { RE2JS } from 're2js';
+import { runWithin, TimeBoxExceeded } from './time-box.js';
 
 /** Compiled patterns by flags and text; a pattern is compiled once (about 20 µs), then reused. */
 const compiledPatterns = new Map<string, RE2JS>();
 const MAX_COMPILED_PATTERNS = 500;
+
+/**
+ * RE2 matches in linear time, but compiles in time that grows with what a pattern expands to:
+ * `(?:x{0,999})` repeated 200 times took 4 s (a verification round). A pattern is therefore at
+ * most this long, and its compile is interrupted after COMPILE_TIMEOUT_MS (warm, a single
+ * `x{0,999}` compiles in about 3 ms; ordinary patterns in well under one).
+ */
+const MAX_PATTERN_LENGTH = 1000;
+const COMPILE_TIMEOUT_MS = 100;
 
 /** The pattern cannot be compiled by the linear-time engine; `detail` says why. */
 export class UnsupportedPatternError extends Error {
@@ -33,17 +44,22 @@ export class UnsupportedPatternError extends Error {
 
 /**
  * A pattern compiled with FHIRPath's flags: `i` (case-insensitive) and `m` (multi-line); `.`
- * always matches a newline too (FHIRPath evaluates in single-line mode), as in fhirpath.js.
+ * matches a newline too (FHIRPath evaluates in single-line mode) unless `dotAll` is false, as in
+ * fhirpath.js, whose replaceMatches does not.
  */
-export function compilePattern(pattern: string, flags = ''): RE2JS {
-  const key = `${flags}/${pattern}`;
+export function compilePattern(pattern: string, flags = '', dotAll = true): RE2JS {
+  const key = `${flags}${dotAll ? 's' : ''}/${pattern}`;
   const hit = compiledPatterns.get(key);
   if (hit) return hit;
-  const withFlags = engineFlags(flags);
+  const withFlags = engineFlags(flags) & (dotAll ? ~0 : ~RE2JS.DOTALL);
+  if (pattern.length > MAX_PATTERN_LENGTH) {
+    throw new UnsupportedPatternError(`${pattern.slice(0, 40)}…`, `it is ${pattern.length} characters long; at most ${MAX_PATTERN_LENGTH}`);
+  }
   let compiled: RE2JS;
   try {
-    compiled = RE2JS.compile(RE2JS.translateRegExp(pattern), withFlags);
+    compiled = runWithin(() => RE2JS.compile(RE2JS.translateRegExp(pattern), withFlags), COMPILE_TIMEOUT_MS);
   } catch (error) {
+    if (error instanceof TimeBoxExceeded) throw new UnsupportedPatternError(pattern, `it takes more than ${COMPILE_TIMEOUT_MS} ms to compile (too many repeats)`);
     throw new UnsupportedPatternError(pattern, error instanceof Error ? error.message.replace(/^error parsing regexp: /, '') : String(error));
   }
   if (compiledPatterns.size >= MAX_COMPILED_PATTERNS) compiledPatterns.delete(compiledPatterns.keys().next().value as string);
@@ -88,14 +104,15 @@ function matches(collection: unknown[], pattern: StringParameter, flags?: String
 function matchesFull(collection: unknown[], pattern: StringParameter, flags?: StringParameter): boolean | [] {
   const text = inputString(collection);
   if (isEmpty(pattern) || text === undefined) return [];
-  return compilePattern(pattern as string, isEmpty(flags) ? '' : (flags as string)).testExact(text);
+  // Anchored as fhirpath.js anchors it, so that with `m` the anchors are a line's.
+  return compilePattern(`^(?:${pattern as string})$`, isEmpty(flags) ? '' : (flags as string)).test(text);
 }
 
 function replaceMatches(collection: unknown[], pattern: StringParameter, substitution: StringParameter): string | [] {
   const text = inputString(collection);
   if (isEmpty(pattern) || isEmpty(substitution) || text === undefined) return [];
   // The substitution follows JavaScript's rules, as with fhirpath.js: `$1`, `$<name>`, `$&`, `$$`.
-  return compilePattern(pattern as string).matcher(text).replaceAll(substitution as string);
+  return compilePattern(pattern as string, '', false).matcher(text).replaceAll(substitution as string);
 }
 
 /**

@@ -25,8 +25,8 @@
  * zone, and a zero offset as `-00:00`, which RFC 3339 reserves for "offset unknown" (on a server
  * in UTC, every time it makes). Such results are written `+00:00` here, the same instant.
  */
-import vm from 'node:vm';
 import fhirpath from 'fhirpath';
+import { runWithin, TimeBoxExceeded } from './time-box.js';
 import { linearTimeRegexFunctions } from './fhirpath-regex.js';
 
 /** The root an expression sees. `steps.<automationId>` = `{outcome, output}`. */
@@ -102,28 +102,17 @@ export class ExpressionTimeoutError extends Error {
 }
 
 /**
- * Where `evaluateWithin` runs: V8 interrupts a script run with a timeout, and with it whatever
- * that script calls, fhirpath.js included (a watchdog thread per call, about 0.25 ms: for the
- * checks of what a caller saves, not for the engine's evaluations).
- */
-const boxed = vm.createContext({ evaluation: null as (() => unknown[]) | null });
-const boxedCall = new vm.Script('evaluation()');
-
-/**
- * `evaluate`, interrupted after `timeoutMs`. An expression such as
+ * `evaluate`, interrupted after `timeoutMs` (lib/time-box.ts). An expression such as
  * `(0|1|…|59).select((0|1|…|59).select(…))` builds millions of items from literals alone, and
  * fhirpath.js has no budget of its own: checked on the thread that serves every request, one
  * such trigger condition held the process for minutes (a security review).
  */
 export function evaluateWithin(compiled: CompiledExpression, context: ExpressionContext, timeoutMs: number): unknown[] {
-  boxed.evaluation = () => evaluate(compiled, context);
   try {
-    return boxedCall.runInContext(boxed, { timeout: timeoutMs }) as unknown[];
+    return runWithin(() => evaluate(compiled, context), timeoutMs);
   } catch (error) {
-    if ((error as { code?: unknown }).code === 'ERR_SCRIPT_EXECUTION_TIMEOUT') throw new ExpressionTimeoutError(compiled.text, timeoutMs);
+    if (error instanceof TimeBoxExceeded) throw new ExpressionTimeoutError(compiled.text, timeoutMs);
     throw error;
-  } finally {
-    boxed.evaluation = null;
   }
 }
 

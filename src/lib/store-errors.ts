@@ -8,7 +8,8 @@
  * down or restarting, no connection slots), of a transaction chosen to give way (a deadlock, a
  * serialization failure: CONFLICT_CODES), SQLite's busy store, Node's network failures.
  */
-const TRANSIENT_CODES = new Set(['57P01', '57P02', '57P03', '53300', '40P01', '40001', 'SQLITE_BUSY', 'SQLITE_BUSY_SNAPSHOT', 'SQLITE_BUSY_RECOVERY', 'ECONNRESET', 'ECONNREFUSED', 'EPIPE', 'ETIMEDOUT']);
+// 57014: a statement ended by statement_timeout (a lock held for long; storage/connect.ts).
+const TRANSIENT_CODES = new Set(['57014', '57P01', '57P02', '57P03', '53300', '40P01', '40001', 'SQLITE_BUSY', 'SQLITE_BUSY_SNAPSHOT', 'SQLITE_BUSY_RECOVERY', 'ECONNRESET', 'ECONNREFUSED', 'EPIPE', 'ETIMEDOUT']);
 
 /**
  * PostgreSQL rolled the transaction back so that another could go on (a deadlock, 40P01; a
@@ -23,7 +24,7 @@ export function isConflictError(error: unknown): boolean {
 }
 
 /** What node-postgres and its pool say, without a code, when a connection ends or none comes. */
-const TRANSIENT_MESSAGES = [/^Connection terminated/, /^timeout exceeded when trying to connect/, /^Client has encountered a connection error and is not queryable/, /^Query read timeout$/];
+const TRANSIENT_MESSAGES = [/^Connection terminated/, /^timeout exceeded when trying to connect/, /^Client has encountered a connection error and is not queryable/, /^Query read timeout$/, /^Client was closed and is not queryable/];
 
 /**
  * No room to write: SQLite's disk (or its `max_page_count`) is full; PostgreSQL's disk is full

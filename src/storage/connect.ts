@@ -31,9 +31,9 @@ export interface StoreOptions {
    */
   connectTimeoutMs?: number;
   /**
-   * PostgreSQL only: how long a query may go without an answer before it fails as a passing
-   * store error and its connection is closed; 0 for no limit (migrations). Default:
-   * POSTGRES_QUERY_TIMEOUT_MS.
+   * PostgreSQL only: how long a statement may run before the server ends it (a passing store
+   * error); a query with no answer at all a little after that fails too, and its connection is
+   * closed. 0 for no limit (migrations). Default: POSTGRES_QUERY_TIMEOUT_MS.
    */
   queryTimeoutMs?: number;
 }
@@ -155,6 +155,7 @@ function closeOnQueryTimeout(client: pg.PoolClient): void {
 }
 
 function openPostgres(databaseUrl: string, options: StoreOptions): Store {
+  const queryTimeoutMs = options.queryTimeoutMs ?? POSTGRES_QUERY_TIMEOUT_MS;
   const pool = new pg.Pool({
     connectionString: databaseUrl,
     max: options.poolSize ?? 20,
@@ -162,7 +163,10 @@ function openPostgres(databaseUrl: string, options: StoreOptions): Store {
     // served by a 503 it can retry than by a request that hangs.
     ...POSTGRES_CONNECTION_DEFAULTS,
     connectionTimeoutMillis: options.connectTimeoutMs ?? POSTGRES_CONNECTION_DEFAULTS.connectionTimeoutMillis,
-    query_timeout: (options.queryTimeoutMs ?? POSTGRES_QUERY_TIMEOUT_MS) || undefined,
+    // The server ends a statement that runs too long (a lock waited for, a slow plan), and its
+    // transaction with it; the client gives up a little later, should no answer come at all (a
+    // database gone silent), and closes that connection (closeOnQueryTimeout).
+    ...(queryTimeoutMs > 0 ? { statement_timeout: queryTimeoutMs, query_timeout: queryTimeoutMs + Math.min(10_000, queryTimeoutMs) } : {}),
     options: options.schema ? `-c search_path=${options.schema}` : undefined,
   });
   // An idle client that loses its server must not crash the process; the next query reconnects.

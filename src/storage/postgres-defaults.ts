@@ -8,10 +8,10 @@
 export const POSTGRES_CONNECTION_DEFAULTS = { application_name: 'carepath', connectionTimeoutMillis: 10_000 } as const;
 
 /**
- * How long a query of the service may go without an answer (connect.ts): a database that went
- * silent mid-query (a failover that sent no reset) or a lock held for long would otherwise hold
- * a request, or a worker's step, until the operating system gave up on the connection, a quarter
- * of an hour later. Migrations have connections without it: an index over millions of rows may
- * take minutes.
+ * How long a statement of the service may run (connect.ts: the server's statement_timeout, and a
+ * little more for an answer to arrive at all): a lock held for long, or a database gone silent
+ * mid-query (a failover that sent no reset), would otherwise hold a request, or a worker's step,
+ * until the operating system gave up on the connection, a quarter of an hour later. Migrations
+ * have connections without it: an index over millions of rows may take minutes.
  */
 export const POSTGRES_QUERY_TIMEOUT_MS = 30_000;

@@ -3,6 +3,7 @@
  * busy timeout; a PostgreSQL connection cut under it) is answered 503 `store_unavailable` with
  * Retry-After, not 500; nothing of it is written, and the next request goes through.
  */
+import net from 'node:net';
 import { sql } from 'kysely';
 import { expect, it } from 'vitest';
 import Database from 'better-sqlite3';
@@ -126,27 +127,67 @@ describeEachStore('PostgreSQL connections', (env) => {
     }
   });
 
-  it('give up on a query that gets no answer in time, as a passing store error, and close its connection', async () => {
+  it('end a statement that runs too long, in a transaction too, as a passing store error; nothing of it is applied', async () => {
     if (env.kind === 'sqlite') return;
     const store = openStore(env.container.config.databaseUrl, { schema: env.schema, poolSize: 1, queryTimeoutMs: 300 });
     const locker = new pg.Client({ connectionString: env.container.config.databaseUrl, options: `-c search_path=${env.schema}` });
     await locker.connect();
     try {
-      // A lock held for long, as a database gone silent: the query waits, and nothing answers.
+      await sql`create table slow_probe (v integer)`.execute(env.db);
+      await sql`insert into slow_probe values (1)`.execute(env.db);
+      // A lock held for long: the statements wait for it until the server ends them.
       await locker.query('begin');
-      await locker.query('lock table records in access exclusive mode');
+      await locker.query('lock table slow_probe in access exclusive mode');
       const started = Date.now();
-      const failure = await sql`select count(*) from records`.execute(store.db).then(() => null, (error: unknown) => error);
-      expect(isTransientStoreError(failure)).toBe(true);
+      const alone = await sql`update slow_probe set v = v + 100`.execute(store.db).then(() => null, (error: unknown) => error);
+      expect(isTransientStoreError(alone)).toBe(true);
+      const inTransaction = await store.db
+        .transaction()
+        .execute((tx) => sql`update slow_probe set v = v + 1000`.execute(tx))
+        .then(() => null, (error: unknown) => error);
+      expect(isTransientStoreError(inTransaction)).toBe(true);
       expect(Date.now() - started).toBeLessThan(5_000);
-      // The pool's one connection still waited for that answer: it was closed, so the next query
-      // gets a new one at once instead of queueing behind it.
-      const next = await sql<{ one: number }>`select 1 as one`.execute(store.db);
-      expect(next.rows[0].one).toBe(1);
+      await locker.query('commit');
+      // Ended on the server: neither update is applied once the lock is gone, and the pool's one
+      // connection works.
+      expect((await sql<{ v: number }>`select v from slow_probe`.execute(store.db)).rows[0].v).toBe(1);
     } finally {
       await locker.query('rollback').catch(() => undefined);
       await locker.end();
       await store.close();
+      await sql`drop table if exists slow_probe`.execute(env.db);
+    }
+  });
+
+  it('give up on a query whose answer never comes (a database gone silent), and close its connection', async () => {
+    if (env.kind === 'sqlite') return;
+    const proxy = await freezableProxy(new URL(env.container.config.databaseUrl));
+    const url = new URL(env.container.config.databaseUrl);
+    url.hostname = '127.0.0.1';
+    url.port = String(proxy.port);
+    const store = openStore(url.toString(), { schema: env.schema, poolSize: 1, queryTimeoutMs: 300, connectTimeoutMs: 500 });
+    try {
+      expect((await sql<{ one: number }>`select 1 as one`.execute(store.db)).rows[0].one).toBe(1);
+      proxy.freeze();
+      const started = Date.now();
+      const alone = await sql`select 1`.execute(store.db).then(() => null, (error: unknown) => error);
+      expect(isTransientStoreError(alone)).toBe(true);
+      proxy.thaw();
+      const inTransaction = await store.db
+        .transaction()
+        .execute(async (tx) => {
+          proxy.freeze();
+          await sql`select 1`.execute(tx);
+        })
+        .then(() => null, (error: unknown) => error);
+      expect(isTransientStoreError(inTransaction)).toBe(true);
+      expect(Date.now() - started).toBeLessThan(5_000);
+      // The connections that waited were closed: once the network is back, a new one answers.
+      proxy.thaw();
+      expect((await sql<{ one: number }>`select 1 as one`.execute(store.db)).rows[0].one).toBe(1);
+    } finally {
+      await store.close();
+      proxy.close();
     }
   });
 
@@ -173,3 +214,34 @@ describeEachStore('PostgreSQL connections', (env) => {
     }
   });
 });
+
+/**
+ * A TCP proxy to PostgreSQL that can stop passing bytes while keeping its connections open: a
+ * database gone silent, as after a failover that sent no reset.
+ */
+async function freezableProxy(target: URL): Promise<{ port: number; freeze(): void; thaw(): void; close(): void }> {
+  let frozen = false;
+  const sockets = new Set<net.Socket>();
+  const server = net.createServer((client) => {
+    const upstream = net.connect(Number(target.port || 5432), target.hostname);
+    for (const socket of [client, upstream]) {
+      sockets.add(socket);
+      socket.on('error', () => undefined);
+      socket.on('close', () => sockets.delete(socket));
+    }
+    client.on('data', (chunk) => void (frozen || upstream.write(chunk)));
+    upstream.on('data', (chunk) => void (frozen || client.write(chunk)));
+    client.on('close', () => upstream.destroy());
+    upstream.on('close', () => client.destroy());
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    port: (server.address() as net.AddressInfo).port,
+    freeze: () => void (frozen = true),
+    thaw: () => void (frozen = false),
+    close: () => {
+      for (const socket of sockets) socket.destroy();
+      server.close();
+    },
+  };
+}

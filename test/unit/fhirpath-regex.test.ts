@@ -57,6 +57,25 @@ describe('matches, matchesFull and replaceMatches on the linear-time engine', ()
   });
 });
 
+describe('patterns that would take long to compile, and details fhirpath.js has', () => {
+  it('refuses a pattern over 1,000 characters, and one that takes more than 100 ms to compile', () => {
+    expect(() => run('payload.t.matches(payload.p)', { t: 'x', p: 'a'.repeat(1001) })).toThrow(/is 1001 characters long; at most 1000/);
+    // RE2 compiles counted repeats into copies: 400 of x{0,999} took 9 s (a verification round).
+    const started = Date.now();
+    expect(() => run('payload.t.matches(payload.p)', { t: 'x', p: `${'(?:x{0,999})'.repeat(80)}y` })).toThrow(/takes more than 100 ms to compile/);
+    expect(Date.now() - started).toBeLessThan(2000);
+    expect(constantPatternProblem(`payload.t.matches('${'(?:x{0,999})'.repeat(80)}y')`)).toMatch(/takes more than 100 ms to compile/);
+  });
+
+  it('anchors matchesFull as fhirpath.js does, so with m it matches a whole line; replaceMatches keeps . off newlines', () => {
+    expect(run("payload.t.matchesFull('b', 'm')", { t: 'a\nb' })).toEqual([true]);
+    expect(run("payload.t.matchesFull('b')", { t: 'a\nb' })).toEqual([false]);
+    expect(run("payload.t.replaceMatches('a.b', 'x')", { t: 'a\nb' })).toEqual(['a\nb']);
+    expect(run("payload.t.replaceMatches('a.b', 'x')", { t: 'a-b' })).toEqual(['x']);
+    expect(run("payload.t.matches('a.b')", { t: 'a\nb' })).toEqual([true]);
+  });
+});
+
 describe('constantPatternProblem', () => {
   it('names the function and the pattern written in the expression that cannot run', () => {
     expect(constantPatternProblem("payload.code.matches('a(?=b)')")).toMatch(/^matches\(\): regular expression "a\(\?=b\)" is not supported/);

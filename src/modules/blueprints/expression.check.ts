@@ -8,6 +8,7 @@ import {
   type CompiledExpression,
 } from '../../lib/fhirpath.js';
 import { constantPatternProblem } from '../../lib/fhirpath-regex.js';
+import { runWithin, TimeBoxExceeded } from '../../lib/time-box.js';
 
 /**
  * How long the check's run on an empty context may take. An expression of the usual kind takes
@@ -45,7 +46,13 @@ function problemOf(text: string, condition: boolean): string | undefined {
     if (error instanceof ExpressionSyntaxError) return `does not compile: ${error.detail}`;
     throw error;
   }
-  const pattern = constantPatternProblem(text);
+  let pattern: string | undefined;
+  try {
+    pattern = runWithin(() => constantPatternProblem(text), CHECK_TIMEOUT_MS);
+  } catch (error) {
+    if (error instanceof TimeBoxExceeded) return `takes longer than ${CHECK_TIMEOUT_MS} ms to check its regular expressions; simplify them`;
+    throw error;
+  }
   if (pattern) return pattern;
   const hyphenated = hyphenatedName(text);
   if (hyphenated) {
