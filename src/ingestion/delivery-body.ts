@@ -142,6 +142,7 @@ function addBundle(out: Parsing, bundle: JsonObject, depth: number): void {
   const { entry } = bundle;
   if (entry === undefined) return;
   if (!Array.isArray(entry)) throw invalidRequest('Bundle.entry must be an array');
+  const firstItem = out.items.length;
   for (const value of entry) {
     const index = out.items.length + out.problems.length;
     if (!isObject(value)) {
@@ -161,6 +162,10 @@ function addBundle(out: Parsing, bundle: JsonObject, depth: number): void {
       out.problems.push({ index, message: `Bundle entry with request ${method} carries no resource` });
     } else out.problems.push({ index, message: 'Bundle entry carries no resource' });
   }
+  // A history bundle lists versions newest first (FHIR R4 §3.1.0.11.3); they are applied oldest
+  // first, so the newest decides what is stored (a deletion listed first stays a deletion). The
+  // items keep their places in the bundle as their indexes.
+  if (bundle.type === 'history') out.items.splice(firstItem, out.items.length - firstItem, ...out.items.slice(firstItem).reverse());
 }
 
 function addDeletion(out: Parsing, request: JsonObject, index: number): void {

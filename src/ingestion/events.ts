@@ -128,7 +128,7 @@ export function eventCatalog(): EventCatalogEntry[] {
     const a = /^[AEIOU]/.test(type) ? `An ${type}` : `A ${type}`;
     catalog.push(
       { event: `${type}.created`, description: `${a} was delivered that was not stored before.` },
-      { event: `${type}.updated`, description: `${a} already stored was delivered again.` },
+      { event: `${type}.updated`, description: `${a} already stored was delivered again, changed.` },
       { event: `${type}.deleted`, description: `${a} was deleted (a Bundle entry with request DELETE).` },
     );
     const rule = statusRuleOf(type);

@@ -59,6 +59,32 @@ describeEachStore('events raised from deliveries', (env) => {
     expect(await eventsOf()).toEqual([{ event: 'Encounter.updated', count: 1 }]);
   });
 
+  it('apply a history bundle oldest first, though it lists the newest first: the newest version is what stays', async () => {
+    const ws2 = await env.workspace();
+    const feed2 = await createEndpoint(ws2);
+    const version = (status: string, versionId: string) => ({ ...encounter('h-1', status, 'h-p'), meta: { versionId } });
+    const history = (...entries: object[]) => ({ resourceType: 'Bundle', type: 'history', entry: entries });
+    const put = (resource: { id: string }) => ({ resource, request: { method: 'PUT', url: `Encounter/${resource.id}` } });
+    await deliverAndProcess(env, feed2, history(put(version('finished', '3')), put(version('in-progress', '2')), put(version('planned', '1'))));
+    expect((await lastDelivery(ws2, feed2)).events).toEqual([
+      { event: 'Encounter.created', count: 1 },
+      { event: 'Encounter.finished', count: 1 },
+      { event: 'Encounter.in-progress', count: 1 },
+      { event: 'Encounter.planned', count: 1 },
+      { event: 'Encounter.updated', count: 2 },
+    ]);
+    // The newest version, sent again as it is: nothing happened to it.
+    await deliverAndProcess(env, feed2, version('finished', '3'));
+    expect((await lastDelivery(ws2, feed2)).events).toEqual([]);
+    // A deletion listed first is the newest: the resource stays deleted.
+    await deliverAndProcess(env, feed2, history({ request: { method: 'DELETE', url: 'Encounter/h-2' } }, put({ ...encounter('h-2', 'finished', 'h-p') })));
+    await deliverAndProcess(env, feed2, encounter('h-2', 'finished', 'h-p'));
+    expect((await lastDelivery(ws2, feed2)).events).toEqual([
+      { event: 'Encounter.created', count: 1 },
+      { event: 'Encounter.finished', count: 1 },
+    ]);
+  });
+
   it('raise nothing for a resource sent again unchanged: a trigger on updated starts no run, search stays', async () => {
     const ws2 = await env.workspace();
     const feed2 = await createEndpoint(ws2);

@@ -520,6 +520,14 @@ describe('validateBlueprint: automations', () => {
       );
     });
 
+    it('refuses Patient.deleted, which is raised for no subject and so never wakes a wait; takes other deletions', () => {
+      expectProblem(
+        withAutomation({ type: 'wait_for_event', with: { event: 'Patient.deleted', timeout: 'P1D' } }),
+        `${at}with.event Patient.deleted is raised for no subject (the record goes with the Patient), so it never wakes a wait; a trigger on it starts runs`,
+      );
+      expectValid(withAutomation({ type: 'wait_for_event', with: { event: 'Encounter.deleted', timeout: 'P1D' } }));
+    });
+
     it('needs the timeout to be a duration', () => {
       expectProblem(
         withAutomation({ type: 'wait_for_event', with: { event: 'Encounter.finished', timeout: '30 days' } }),

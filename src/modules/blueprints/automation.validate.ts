@@ -134,6 +134,8 @@ function checkWaitForEvent(w: WithObject, report: Report): void {
     // A wait on an event carepath never raises would only ever end by its timeout.
     const problem = eventNameProblem(w.event);
     if (problem) report(`with.event ${problem}`);
+    // Raised without a subject: the Patient's record leaves search with it (resource-changes.ts).
+    else if (w.event === 'Patient.deleted') report('with.event Patient.deleted is raised for no subject (the record goes with the Patient), so it never wakes a wait; a trigger on it starts runs');
   }
   if (w.timeout !== undefined) checkDuration(w.timeout, 'with.timeout', report);
 }
