@@ -8,7 +8,8 @@
  * without seeing the event first. A paused run records the event and sees it on resume.
  */
 import { sql } from 'kysely';
-import type { Db } from '../storage/database.js';
+import type { Db, DbOrTx } from '../storage/database.js';
+import { dialectOfDb } from '../storage/dialect.js';
 
 export interface InboundEvent {
   workspaceId: string;
@@ -30,6 +31,10 @@ export interface InboundEvent {
 export async function wakeRunsWaitingFor(db: Db, inbound: InboundEvent): Promise<number> {
   const recorded = JSON.stringify({ event: inbound.event, at: inbound.at, payload: inbound.eventPayload ?? null });
   return db.transaction().execute(async (tx) => {
+    // The runs first, then their waits: the order a cancel (run-actions.ts) and a worker's step
+    // take them in. Waits first deadlocked against a cancel on PostgreSQL, and the cancel was
+    // answered 503 while the run went on (a review of races: 2 of 30 such cancels).
+    if (dialectOfDb(tx) === 'postgres') await lockWaitingRuns(tx, inbound);
     const waiting = await tx
       .updateTable('run_event_waits')
       .set({ received_at: inbound.at, received_event: recorded })
@@ -53,4 +58,20 @@ export async function wakeRunsWaitingFor(db: Db, inbound: InboundEvent): Promise
       .execute();
     return runIds.length;
   });
+}
+
+/**
+ * PostgreSQL: the runs with a wait for this event, locked in id order before the waits are
+ * touched. (SQLite runs one write transaction at a time: nothing to order.)
+ */
+async function lockWaitingRuns(tx: DbOrTx, inbound: InboundEvent): Promise<void> {
+  await sql`
+    select id from runs
+    where id in (
+      select run_id from run_event_waits
+      where workspace_id = ${inbound.workspaceId} and subject_record_id = ${inbound.subjectRecordId}
+        and event = ${inbound.event} and started_at <= ${inbound.at} and received_at is null
+    )
+    order by id
+    for update`.execute(tx);
 }

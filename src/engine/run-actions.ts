@@ -1,3 +1,4 @@
+import { isConflictError } from '../lib/store-errors.js';
 import type { Db } from '../storage/database.js';
 import type { RequestContext } from '../auth/context.js';
 import { ApiError, notFound } from '../lib/errors.js';
@@ -52,6 +53,7 @@ export async function applyRunAction(
 ): Promise<RunActionResult> {
   // A worker may move the run between our read and our write; the guarded write then fails and
   // we decide again on the fresh status. A handful of rounds always settles it.
+  // A deadlock with another transaction (40P01) rolled ours back whole: deciding again is safe.
   for (let attempt = 0; attempt < 5; attempt++) {
     const outcome = await db.transaction().execute(async (tx) => {
       const run = await findRun(tx, ctx.workspaceId, runId);
@@ -67,6 +69,9 @@ export async function applyRunAction(
         { action: `run.${action}`, resourceType: 'run', resourceId: runId, details: { from: run.automationStatus, to: decision.to } },
       ]);
       return { run: { ...run, automationStatus: decision.to, updatedAt: at }, changed: true };
+    }).catch((error: unknown) => {
+      if (isConflictError(error) && attempt < 4) return null;
+      throw error;
     });
     if (outcome) return outcome;
   }

@@ -1,9 +1,11 @@
 import { expect, it } from 'vitest';
+import pg from 'pg';
 import { describeEachStore } from '../helpers/test-env.js';
 import { createEndpoint, deliverAndProcess, lastDelivery } from '../helpers/deliveries.js';
 import { getRun, getSteps, testWorker } from '../helpers/engine-harness.js';
 import { validateBlueprint } from '../../src/modules/blueprints/blueprint.validate.js';
 import { sweepPendingWakes, type PendingWake } from '../../src/modules/deliveries/event-wake.js';
+import { wakeRunsWaitingFor } from '../../src/engine/event-waits.js';
 
 const encounter = (id: string, status: string, patientId: string) => ({
   resourceType: 'Encounter',
@@ -58,6 +60,44 @@ describeEachStore('events reach runs waiting for them', (env) => {
       outcome: 'event',
       output: { event: 'Encounter.finished', payload: { event: 'Encounter.finished', deliveryId: delivery.deliveryId, resource: { id: 'stay-1', status: 'finished' } } },
     });
+  });
+
+  it('an event and a cancel of the same waiting run at once: the cancel answers 200 and the run ends canceled', async () => {
+    const ws = await env.workspace();
+    const feed = await createEndpoint(ws);
+    const imported = await ws.importBlueprint(admissionToDischarge());
+    const trigger = await ws.call('POST', '/v1/triggers', { body: { name: 'Admitted', sourceId: imported.id, type: 'event', event: 'Encounter.in-progress' } });
+    await deliverAndProcess(env, feed, encounter('stay-race', 'in-progress', 'race'));
+    await testWorker(env).drain();
+    const run = await env.db.selectFrom('runs').select(['id', 'subject_record_id']).where('trigger_id', '=', trigger.json().triggerId).executeTakeFirstOrThrow();
+    const wake = () =>
+      wakeRunsWaitingFor(env.db, { workspaceId: ws.workspaceId, subjectRecordId: run.subject_record_id!, event: 'Encounter.finished', eventPayload: {}, at: new Date().toISOString() });
+    if (env.kind === 'sqlite') {
+      // One write transaction at a time: nothing to interleave.
+      const [, cancel] = await Promise.all([wake(), ws.call('POST', `/v1/runs/${run.id}/cancel`)]);
+      expect(cancel.statusCode).toBe(200);
+    } else {
+      // The interleaving a review met under load, made certain: the wake queues for the run's
+      // wait row while another transaction holds it, the cancel comes next. The wake used to take
+      // the wait, then want the run the cancel held, while the cancel wanted the wait: a
+      // deadlock, and the cancel answered 503 while the run went on.
+      const holder = new pg.Client({ connectionString: env.container.config.databaseUrl, options: `-c search_path=${env.schema}` });
+      await holder.connect();
+      try {
+        await holder.query('begin');
+        await holder.query('select 1 from run_event_waits where run_id = $1 for update', [run.id]);
+        const woken = wake().then(() => 'woken', (error: unknown) => error);
+        await new Promise((resolve) => setTimeout(resolve, 200));
+        const canceled = ws.call('POST', `/v1/runs/${run.id}/cancel`);
+        await new Promise((resolve) => setTimeout(resolve, 200));
+        await holder.query('commit');
+        expect(await woken).toBe('woken');
+        expect((await canceled).statusCode).toBe(200);
+      } finally {
+        await holder.end();
+      }
+    }
+    expect((await getRun(ws, run.id)).automationStatus).toBe('canceled');
   });
 
   it('a wake left behind by a crash reaches only the waits begun before its event, and carries the time it was raised', async () => {
