@@ -34,10 +34,13 @@ export async function wakeRunsWaitingFor(db: Db, inbound: InboundEvent): Promise
     // The runs first, then their waits: the order a cancel (run-actions.ts) and a worker's step
     // take them in. Waits first deadlocked against a cancel on PostgreSQL, and the cancel was
     // answered 503 while the run went on (a review of races: 2 of 30 such cancels).
-    if (dialectOfDb(tx) === 'postgres') await lockWaitingRuns(tx, inbound);
+    // Only the waits of the runs locked: one committed after the lock's read is for a later event.
+    const locked = dialectOfDb(tx) === 'postgres' ? await lockWaitingRuns(tx, inbound) : null;
+    if (locked !== null && locked.length === 0) return 0;
     const waiting = await tx
       .updateTable('run_event_waits')
       .set({ received_at: inbound.at, received_event: recorded })
+      .$if(locked !== null, (query) => query.where('run_id', 'in', locked!))
       .where('workspace_id', '=', inbound.workspaceId)
       .where('subject_record_id', '=', inbound.subjectRecordId)
       .where('event', '=', inbound.event)
@@ -62,10 +65,10 @@ export async function wakeRunsWaitingFor(db: Db, inbound: InboundEvent): Promise
 
 /**
  * PostgreSQL: the runs with a wait for this event, locked in id order before the waits are
- * touched. (SQLite runs one write transaction at a time: nothing to order.)
+ * touched; their ids. (SQLite runs one write transaction at a time: nothing to order.)
  */
-async function lockWaitingRuns(tx: DbOrTx, inbound: InboundEvent): Promise<void> {
-  await sql`
+async function lockWaitingRuns(tx: DbOrTx, inbound: InboundEvent): Promise<string[]> {
+  const { rows } = await sql<{ id: string }>`
     select id from runs
     where id in (
       select run_id from run_event_waits
@@ -74,4 +77,5 @@ async function lockWaitingRuns(tx: DbOrTx, inbound: InboundEvent): Promise<void>
     )
     order by id
     for update`.execute(tx);
+  return rows.map((row) => row.id);
 }

@@ -142,8 +142,10 @@ function addBundle(out: Parsing, bundle: JsonObject, depth: number): void {
   const { entry } = bundle;
   if (entry === undefined) return;
   if (!Array.isArray(entry)) throw invalidRequest('Bundle.entry must be an array');
-  const firstItem = out.items.length;
+  // Where each entry's items begin: a history bundle's entries are put in the other order.
+  const entryStarts: number[] = [];
   for (const value of entry) {
+    entryStarts.push(out.items.length);
     const index = out.items.length + out.problems.length;
     if (!isObject(value)) {
       out.problems.push({ index, message: 'Bundle entry must be a JSON object' });
@@ -163,9 +165,14 @@ function addBundle(out: Parsing, bundle: JsonObject, depth: number): void {
     } else out.problems.push({ index, message: 'Bundle entry carries no resource' });
   }
   // A history bundle lists versions newest first (FHIR R4 §3.1.0.11.3); they are applied oldest
-  // first, so the newest decides what is stored (a deletion listed first stays a deletion). The
-  // items keep their places in the bundle as their indexes.
-  if (bundle.type === 'history') out.items.splice(firstItem, out.items.length - firstItem, ...out.items.slice(firstItem).reverse());
+  // first, so the newest decides what is stored (a deletion listed first stays a deletion). Its
+  // entries change places, each entry's items (a Bundle inside it) keep their own order, and
+  // every item keeps its place in the delivery as its index.
+  if (bundle.type === 'history' && entryStarts.length > 1) {
+    const ends = [...entryStarts.slice(1), out.items.length];
+    const byEntry = entryStarts.map((start, n) => out.items.slice(start, ends[n]));
+    out.items.splice(entryStarts[0], out.items.length - entryStarts[0], ...byEntry.reverse().flat());
+  }
 }
 
 function addDeletion(out: Parsing, request: JsonObject, index: number): void {

@@ -21,8 +21,12 @@ import fhirpath, { type UserInvocationTable } from 'fhirpath';
 import { RE2JS } from 're2js';
 import { runWithin, TimeBoxExceeded } from './time-box.js';
 
-/** Compiled patterns by flags and text; a pattern is compiled once (about 20 µs), then reused. */
-const compiledPatterns = new Map<string, RE2JS>();
+/**
+ * Compiled patterns by flags and text; a pattern is compiled once (about 20 µs), then reused. A
+ * pattern refused is remembered too: one from data that hit the compile's time box would
+ * otherwise cost its 100 ms again for every resource that carries it.
+ */
+const compiledPatterns = new Map<string, RE2JS | UnsupportedPatternError>();
 const MAX_COMPILED_PATTERNS = 500;
 
 /**
@@ -50,7 +54,24 @@ export class UnsupportedPatternError extends Error {
 export function compilePattern(pattern: string, flags = '', dotAll = true): RE2JS {
   const key = `${flags}${dotAll ? 's' : ''}/${pattern}`;
   const hit = compiledPatterns.get(key);
+  if (hit instanceof UnsupportedPatternError) throw hit;
   if (hit) return hit;
+  try {
+    const compiled = compileAnew(pattern, flags, dotAll);
+    remember(key, compiled);
+    return compiled;
+  } catch (error) {
+    if (error instanceof UnsupportedPatternError) remember(key, error);
+    throw error;
+  }
+}
+
+function remember(key: string, value: RE2JS | UnsupportedPatternError): void {
+  if (compiledPatterns.size >= MAX_COMPILED_PATTERNS) compiledPatterns.delete(compiledPatterns.keys().next().value as string);
+  compiledPatterns.set(key, value);
+}
+
+function compileAnew(pattern: string, flags: string, dotAll: boolean): RE2JS {
   const withFlags = engineFlags(flags) & (dotAll ? ~0 : ~RE2JS.DOTALL);
   if (pattern.length > MAX_PATTERN_LENGTH) {
     throw new UnsupportedPatternError(`${pattern.slice(0, 40)}…`, `it is ${pattern.length} characters long; at most ${MAX_PATTERN_LENGTH}`);
@@ -62,8 +83,6 @@ export function compilePattern(pattern: string, flags = '', dotAll = true): RE2J
     if (error instanceof TimeBoxExceeded) throw new UnsupportedPatternError(pattern, `it takes more than ${COMPILE_TIMEOUT_MS} ms to compile (too many repeats)`);
     throw new UnsupportedPatternError(pattern, error instanceof Error ? error.message.replace(/^error parsing regexp: /, '') : String(error));
   }
-  if (compiledPatterns.size >= MAX_COMPILED_PATTERNS) compiledPatterns.delete(compiledPatterns.keys().next().value as string);
-  compiledPatterns.set(key, compiled);
   return compiled;
 }
 
@@ -98,21 +117,31 @@ function inputString(collection: unknown[]): string | undefined {
 function matches(collection: unknown[], pattern: StringParameter, flags?: StringParameter): boolean | [] {
   const text = inputString(collection);
   if (isEmpty(pattern) || text === undefined) return [];
-  return compilePattern(pattern as string, isEmpty(flags) ? '' : (flags as string)).test(text);
+  return compileFor('matches', pattern as string, isEmpty(flags) ? '' : (flags as string)).test(text);
+}
+
+/**
+ * The pattern as each function compiles it, the same at the import check and at run time:
+ * matchesFull anchored as fhirpath.js anchors it (with `m`, the anchors are a line's);
+ * replaceMatches without dot-all, as in fhirpath.js.
+ */
+function compileFor(functionName: string, pattern: string, flags: string): RE2JS {
+  if (functionName === 'matchesFull') return compilePattern(`^(?:${pattern})$`, flags);
+  if (functionName === 'replaceMatches') return compilePattern(pattern, '', false);
+  return compilePattern(pattern, flags);
 }
 
 function matchesFull(collection: unknown[], pattern: StringParameter, flags?: StringParameter): boolean | [] {
   const text = inputString(collection);
   if (isEmpty(pattern) || text === undefined) return [];
-  // Anchored as fhirpath.js anchors it, so that with `m` the anchors are a line's.
-  return compilePattern(`^(?:${pattern as string})$`, isEmpty(flags) ? '' : (flags as string)).test(text);
+  return compileFor('matchesFull', pattern as string, isEmpty(flags) ? '' : (flags as string)).test(text);
 }
 
 function replaceMatches(collection: unknown[], pattern: StringParameter, substitution: StringParameter): string | [] {
   const text = inputString(collection);
   if (isEmpty(pattern) || isEmpty(substitution) || text === undefined) return [];
   // The substitution follows JavaScript's rules, as with fhirpath.js: `$1`, `$<name>`, `$&`, `$$`.
-  return compilePattern(pattern as string, '', false).matcher(text).replaceAll(substitution as string);
+  return compileFor('replaceMatches', pattern as string, '').matcher(text).replaceAll(substitution as string);
 }
 
 /**
@@ -155,9 +184,8 @@ export function constantPatternProblem(expression: string): string | undefined {
 function literalPatternProblem(functionName: string, parameters: AstNode[]): string | undefined {
   const [pattern, flags] = parameters.map(stringLiteralValue);
   if (pattern === undefined) return undefined;
-  const withFlags = functionName === 'replaceMatches' ? undefined : flags;
   try {
-    compilePattern(pattern, withFlags ?? '');
+    compileFor(functionName, pattern, flags ?? '');
     return undefined;
   } catch (error) {
     return `${functionName}(): ${error instanceof Error ? error.message : String(error)}`;

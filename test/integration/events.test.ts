@@ -83,6 +83,14 @@ describeEachStore('events raised from deliveries', (env) => {
       { event: 'Encounter.created', count: 1 },
       { event: 'Encounter.finished', count: 1 },
     ]);
+    // An entry that is a Bundle keeps its own order: its PUT then DELETE is the newest.
+    const transaction = { resourceType: 'Bundle', type: 'transaction', entry: [put(encounter('h-3', 'finished', 'h-p')), { request: { method: 'DELETE', url: 'Encounter/h-3' } }] };
+    await deliverAndProcess(env, feed2, history({ resource: transaction }, put(encounter('h-3', 'planned', 'h-p'))));
+    await deliverAndProcess(env, feed2, encounter('h-3', 'finished', 'h-p'));
+    expect((await lastDelivery(ws2, feed2)).events).toEqual([
+      { event: 'Encounter.created', count: 1 },
+      { event: 'Encounter.finished', count: 1 },
+    ]);
   });
 
   it('raise nothing for a resource sent again unchanged: a trigger on updated starts no run, search stays', async () => {
