@@ -45,4 +45,21 @@ class ImmediateSqliteDriver extends SqliteDriver {
   override async beginTransaction(connection: DatabaseConnection): Promise<void> {
     await connection.executeQuery(CompiledQuery.raw('begin immediate'));
   }
+
+  /**
+   * SQLite rolls a transaction back by itself when its COMMIT (or a statement) fails for want of
+   * room, memory or I/O; Kysely's ROLLBACK after it then fails with "cannot rollback - no
+   * transaction is active", and that error took the place of the real one: a full disk came out
+   * as SQLITE_ERROR, a delivery used up its attempts instead of waiting for room, a request
+   * answered 500 instead of 503 (a review of failed deliveries). Nothing left to roll back is
+   * not an error.
+   */
+  override async rollbackTransaction(connection: DatabaseConnection): Promise<void> {
+    try {
+      await connection.executeQuery(CompiledQuery.raw('rollback'));
+    } catch (error) {
+      if (error instanceof Error && /no transaction is active/.test(error.message)) return;
+      throw error;
+    }
+  }
 }

@@ -73,3 +73,21 @@ it('never fails a read-then-write transaction while another connection commits m
   const { rows } = await sql<{ n: number }>`select n from counters where id = 1`.execute(store.db);
   expect(rows[0].n).toBe(100);
 });
+
+it('keeps the error that ended a transaction SQLite rolled back by itself (a full disk at COMMIT)', async () => {
+  // As SQLite does when its COMMIT fails for want of room: the transaction is gone when the
+  // error reaches Kysely, whose ROLLBACK then finds none.
+  const full = Object.assign(new Error('database or disk is full'), { code: 'SQLITE_FULL' });
+  const failure = await store.db
+    .transaction()
+    .execute(async (tx) => {
+      await sql`update counters set n = n + 1 where id = 1`.execute(tx);
+      await sql`rollback`.execute(tx);
+      throw full;
+    })
+    .then(() => null, (error: unknown) => error);
+  expect(failure).toBe(full);
+  // The connection works on.
+  await store.db.transaction().execute((tx) => sql`update counters set n = n + 1 where id = 1`.execute(tx));
+  expect((await sql<{ n: number }>`select n from counters where id = 1`.execute(store.db)).rows[0].n).toBe(1);
+});
