@@ -153,7 +153,9 @@ function addBundle(out: Parsing, bundle: JsonObject, depth: number): void {
     }
     const method = isObject(value.request) ? value.request.method : undefined;
     const fullUrl = typeof value.fullUrl === 'string' ? value.fullUrl : undefined;
-    if (method === 'DELETE') addDeletion(out, value.request as JsonObject, index);
+    const notData = notDataEntry(value);
+    if (notData !== null) out.problems.push({ index, message: notData });
+    else if (method === 'DELETE') addDeletion(out, value.request as JsonObject, index);
     else if (isObject(value.resource) && value.resource.resourceType === 'Bundle') {
       if (depth >= MAX_BUNDLE_DEPTH) {
         throw invalidRequest(`Bundles nest at most ${MAX_BUNDLE_DEPTH} deep; a Bundle entry holds a Bundle at depth ${depth + 1}`);
@@ -173,6 +175,19 @@ function addBundle(out: Parsing, bundle: JsonObject, depth: number): void {
     const byEntry = entryStarts.map((start, n) => out.items.slice(start, ends[n]));
     out.items.splice(entryStarts[0], out.items.length - entryStarts[0], ...byEntry.reverse().flat());
   }
+}
+
+/**
+ * Entries a Bundle carries that are not data about patients, or null: a searchset's outcome (an
+ * OperationOutcome about the search itself) and an operation call in a transaction (`POST
+ * ValueSet/$lookup` with its Parameters). Applied, they raised `OperationOutcome.created` and
+ * `Parameters.created` (a feed review); they are listed as skipped instead.
+ */
+function notDataEntry(entry: JsonObject): string | null {
+  if (isObject(entry.search) && entry.search.mode === 'outcome') return 'search outcome entry (about the search, not data): not applied';
+  const url = isObject(entry.request) && typeof entry.request.url === 'string' ? entry.request.url : '';
+  if (/(?:^|\/)\$[A-Za-z]/.test(url)) return 'operation call (request.url names a $operation), not data: not applied';
+  return null;
 }
 
 function addDeletion(out: Parsing, request: JsonObject, index: number): void {

@@ -116,6 +116,39 @@ describeEachStore('FHIR R4 ingestion of real data', (env) => {
     ]);
   });
 
+  it('skips what a Bundle carries that is not data: a search outcome, an operation call', async () => {
+    const ws = await env.workspace();
+    const feed = await createEndpoint(ws);
+    const good = example('Patient-example.json');
+    const outcome = { resourceType: 'OperationOutcome', id: 'oo-1', issue: [{ severity: 'information', code: 'informational' }] };
+    const lookup = { resourceType: 'Parameters', id: 'lookup-1', parameter: [{ name: 'code', valueCode: 'x' }] };
+    const body = {
+      resourceType: 'Bundle',
+      type: 'transaction',
+      entry: [
+        { resource: { ...good, id: 'tx-p' }, request: { method: 'PUT', url: 'Patient/tx-p' } },
+        { resource: lookup, request: { method: 'POST', url: 'ValueSet/$lookup' } },
+        {
+          resource: {
+            resourceType: 'Bundle',
+            type: 'searchset',
+            entry: [
+              { resource: { ...good, id: 'found-p' }, search: { mode: 'match' } },
+              { resource: outcome, search: { mode: 'outcome' } },
+            ],
+          },
+        },
+      ],
+    };
+    await deliverAndProcess(env, feed, body);
+    const delivery = await lastDelivery(ws, feed);
+    expect(delivery.skipped).toEqual([
+      { index: 1, message: 'operation call (request.url names a $operation), not data: not applied' },
+      { index: 3, message: 'search outcome entry (about the search, not data): not applied' },
+    ]);
+    expect(delivery.events).toEqual([{ event: 'Patient.created', count: 2 }]);
+  });
+
   it('refuses a body that is one resource of an unknown type (400); in a Bundle such an entry is skipped', async () => {
     const ws = await env.workspace();
     const feed = await createEndpoint(ws);
