@@ -59,10 +59,11 @@ describe('parseDeliveryBody: body shapes', () => {
       [3, 'Patient', '74891afc-ed52-42a2-bcd7-f13d9b60f096', false],
       [4, 'Patient', '123a', false],
       [5, 'Patient', '234', true],
-      [7, 'Parameters', '79378cb8-8f58-48e8-a5e8-60ac2755b674', false],
     ]);
     expect(problems).toEqual([
       { index: 6, message: 'conditional DELETE (request.url with a search) is not supported' },
+      // POST ValueSet/$lookup with its Parameters: an operation call, not data.
+      { index: 7, message: 'operation call (request.url names a $operation), not data: not applied' },
       { index: 8, message: 'Bundle entry with request GET carries no resource' },
       { index: 9, message: 'Bundle entry with request GET carries no resource' },
     ]);
