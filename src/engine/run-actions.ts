@@ -1,7 +1,7 @@
-import { isConflictError } from '../lib/store-errors.js';
 import type { Db } from '../storage/database.js';
 import type { RequestContext } from '../auth/context.js';
 import { ApiError, notFound } from '../lib/errors.js';
+import { isConflictError } from '../lib/store-errors.js';
 import { recordAudit } from '../modules/audit/audit.repository.js';
 import { findRun } from '../modules/runs/run.repository.js';
 import type { RunView } from '../modules/runs/run.view.js';

@@ -239,7 +239,10 @@ export function readStoredBlueprint(stored: unknown): Blueprint {
   return toBlueprint(stored);
 }
 
-/** Only called once every check has passed, so the input has exactly the shape of a Blueprint. */
+/**
+ * Called once every check has passed (validateBlueprint), or on a version import stored that way
+ * (readStoredBlueprint): the input has exactly the shape of a Blueprint.
+ */
 function toBlueprint(input: Fields): Blueprint {
   return {
     name: input.name as string,
