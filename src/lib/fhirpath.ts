@@ -16,7 +16,10 @@
  *   to it. The context must therefore not be frozen; JSON serialisation is unaffected.
  *
  * `matches`, `matchesFull` and `replaceMatches` run on a linear-time engine (fhirpath-regex.ts):
- * a pattern from a payload must not be able to stall the process.
+ * a pattern from a payload must not be able to stall the process. For the same reason an
+ * expression whose cost can grow faster than its data (fhirpath-cost.ts: `distinct()` over a
+ * payload's list, a `where` that reads `%resource` once per item) runs within a time box of
+ * EVALUATION_BUDGET_MS and fails when it overruns; fhirpath.js has no budget of its own.
  *
  * `now()`, `today()` and `timeOfDay()` read the process clock (`new Date()`), so tests move
  * them with fake timers rather than with the application Clock.
@@ -28,6 +31,7 @@
 import fhirpath from 'fhirpath';
 import { runWithin, TimeBoxExceeded } from './time-box.js';
 import { linearTimeRegexFunctions } from './fhirpath-regex.js';
+import { mayGrowFasterThanData } from './fhirpath-cost.js';
 
 /** The root an expression sees. `steps.<automationId>` = `{outcome, output}`. */
 export interface ExpressionContext {
@@ -42,7 +46,17 @@ type Evaluator = (root: unknown) => unknown[];
 export interface CompiledExpression {
   readonly text: string;
   readonly evaluator: Evaluator;
+  /** Evaluated within EVALUATION_BUDGET_MS: its cost can grow faster than its data. */
+  readonly timeBoxed: boolean;
 }
+
+/**
+ * How long an expression that may grow faster than its data may run before it fails. Its run
+ * errors at its node (a condition on an event trigger fails the way a bad condition does); the
+ * thread that serves every workspace is held at most this long. Ordinary expressions take
+ * microseconds to a few milliseconds over the largest payload accepted.
+ */
+export const EVALUATION_BUDGET_MS = 1000;
 
 /** The expression is not valid FHIRPath syntax. `detail` is the parser's account of why. */
 export class ExpressionSyntaxError extends Error {
@@ -73,47 +87,33 @@ export function compileExpression(text: string): CompiledExpression {
       async: false,
       resolveInternalTypes: false,
       userInvocationTable: linearTimeRegexFunctions,
+      // fhirpath.js's trace() writes what it traces to the console: a payload's health data in
+      // the service's output, outside the logger and its redaction. It stays a no-op that
+      // returns its input, so an expression written with it still runs.
+      traceFn: discardTrace,
     });
-    return { text, evaluator: (root) => run(root) as unknown[] };
+    return { text, evaluator: (root) => run(root) as unknown[], timeBoxed: mayGrowFasterThanData(text) };
   } catch (error) {
     throw new ExpressionSyntaxError(text, describeParserError(error));
   }
 }
 
+function discardTrace(): void {}
+
 export function evaluate(compiled: CompiledExpression, context: ExpressionContext): unknown[] {
   let result: unknown[];
   try {
-    result = compiled.evaluator(context);
+    result = compiled.timeBoxed ? runWithin(() => compiled.evaluator(context), EVALUATION_BUDGET_MS) : compiled.evaluator(context);
   } catch (error) {
+    if (error instanceof TimeBoxExceeded) {
+      throw new ExpressionEvaluationError(
+        compiled.text,
+        `took longer than ${EVALUATION_BUDGET_MS} ms over this data and was stopped (distinct(), | or a % variable read inside where/select compares items pairwise); simplify it`,
+      );
+    }
     throw new ExpressionEvaluationError(compiled.text, errorText(error));
   }
   return result.map(plainValue);
-}
-
-/** The expression took longer than it was given; fhirpath.js was interrupted. */
-export class ExpressionTimeoutError extends Error {
-  constructor(
-    readonly expression: string,
-    readonly timeoutMs: number,
-  ) {
-    super(`FHIRPath expression "${expression}" took longer than ${timeoutMs} ms`);
-    this.name = 'ExpressionTimeoutError';
-  }
-}
-
-/**
- * `evaluate`, interrupted after `timeoutMs` (lib/time-box.ts). An expression such as
- * `(0|1|…|59).select((0|1|…|59).select(…))` builds millions of items from literals alone, and
- * fhirpath.js has no budget of its own: checked on the thread that serves every request, one
- * such trigger condition held the process for minutes (a security review).
- */
-export function evaluateWithin(compiled: CompiledExpression, context: ExpressionContext, timeoutMs: number): unknown[] {
-  try {
-    return runWithin(() => evaluate(compiled, context), timeoutMs);
-  } catch (error) {
-    if (error instanceof TimeBoxExceeded) throw new ExpressionTimeoutError(compiled.text, timeoutMs);
-    throw error;
-  }
 }
 
 /** fhirpath.js's DateTime class, which its package does not export: the type of what now() gives. */

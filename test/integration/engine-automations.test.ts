@@ -282,6 +282,27 @@ describeEachStore('engine: automations', (env) => {
     expect(refused.error?.message).toMatch(/regular expression "E11\(\?=\\\.9\)" is not supported: .*without look-around or back-references/);
   });
 
+  it('an expression that compares a payload list pairwise is stopped after its budget and errors its node', async () => {
+    const ws = await env.workspace();
+    const { triggerId } = await webTriggerFor(ws, chain('Pairwise', [
+      { id: 'count', automations: [{ id: 'd', type: 'set', with: { vars: { distinct: 'payload.ids.distinct().count()' } } }] },
+    ]));
+    // Unbounded, fhirpath.js compares these 30,000 ids two by two for minutes on the serving thread.
+    const large = await fire(ws, triggerId, { ids: Array.from({ length: 30_000 }, (_, n) => `id-${n}`) });
+    const small = await fire(ws, triggerId, { ids: ['a', 'b', 'a'] });
+    const started = Date.now();
+    await testWorker(env).drain();
+    expect(Date.now() - started).toBeLessThan(15_000);
+    const stopped = await getRun(ws, large);
+    expect(stopped.automationStatus).toBe('errored');
+    expect(stopped.error).toEqual({
+      nodeId: 'count',
+      message: expect.stringMatching(/"payload\.ids\.distinct\(\)\.count\(\)" failed: took longer than 1000 ms over this data and was stopped/),
+    });
+    expect(await getRun(ws, small)).toMatchObject({ automationStatus: 'completed', error: null });
+    expect((await getSteps(ws, small))[0].output).toEqual({ vars: { distinct: 2 } });
+  });
+
   it('conditions and placeholders read payload, subject, vars and steps', async () => {
     const ws = await env.workspace();
     await patient(env, ws, 'p-ctx', ['copd']);

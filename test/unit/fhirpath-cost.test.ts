@@ -1,0 +1,42 @@
+import { describe, expect, it } from 'vitest';
+import { mayGrowFasterThanData } from '../../src/lib/fhirpath-cost.js';
+
+describe('mayGrowFasterThanData', () => {
+  it.each([
+    'payload.riskScore > 5',
+    "steps.visit.outcome = 'event'",
+    "subject.tags contains 'copd'",
+    "payload.resource.code.coding.where(system = 'http://loinc.org' and code in ('4548-4' | '17856-6')).exists()",
+    "payload.entry.where(resource.code.coding.where(system = 'x').exists()).count() > 1",
+    'payload.list.select(value * 2).sum()',
+    'payload.list.sort($this).first()',
+    'payload.resource.descendants().count()',
+    "payload.text.replace('a', 'b')",
+    "payload.text.matches('^[0-9]+$')",
+    "today() + 1 day < payload.due.toDate()",
+    "iif(payload.a.exists(), 'yes', 'no')",
+    '%resource.payload.riskScore > 5',
+  ])('%s is linear', (text) => {
+    expect(mayGrowFasterThanData(text)).toBe(false);
+  });
+
+  it.each([
+    'payload.ids.distinct().count()',
+    'payload.ids.isDistinct()',
+    'payload.a | payload.b',
+    'payload.a.union(payload.b)',
+    'payload.a.intersect(payload.b)',
+    'payload.a.exclude(payload.b)',
+    'payload.a.subsetOf(payload.b)',
+    'payload.a.supersetOf(payload.b)',
+    'payload.a.repeat(item)',
+    'payload.a.aggregate($total + $this, 0)',
+    'payload.list.where(%resource.payload.list.count() > 1)',
+    'payload.list.select(%context.payload.list)',
+    "payload.text.replace('a', payload.text)",
+    'payload.a.resolve()',
+    'payload.a.someFunctionNotKnown()',
+  ])('%s may grow faster', (text) => {
+    expect(mayGrowFasterThanData(text)).toBe(true);
+  });
+});
