@@ -4,7 +4,8 @@
  * arrives with a status it did not have before (`Encounter.finished`, `Observation.final`).
  */
 
-import { readFhirSchema, statusOfTypes, type SchemaStatus } from './fhir-schema.js';
+import { readFhirSchema, statusOfTypes, typesWithPatientElements, type SchemaStatus } from './fhir-schema.js';
+import { SUBJECT_ELEMENTS } from './records.js';
 
 export interface EventContext {
   /** The stored resource's status before this delivery; null/undefined when it had none. */
@@ -113,12 +114,35 @@ const OPEN_CODE_VALUE_SETS: Readonly<Record<string, readonly string[]>> = {
  * raises `<Type>.updated`). From the R4 schema (read once, on first use: about 40 ms) where it
  * enumerates the codes or has no `status`, from OPEN_CODE_VALUE_SETS where it leaves a code open.
  */
-let statusRules: ReadonlyMap<string, SchemaStatus> | undefined;
+let schemaRules: { status: ReadonlyMap<string, SchemaStatus>; namingAPatient: ReadonlySet<string> } | undefined;
+
+function rulesFromSchema(): NonNullable<typeof schemaRules> {
+  if (schemaRules) return schemaRules;
+  const schema = readFhirSchema();
+  schemaRules = {
+    status: new Map(
+      [...statusOfTypes(schema)].map(([name, status]) => [name, status === 'code' ? (OPEN_CODE_VALUE_SETS[name] ?? 'code') : status]),
+    ),
+    namingAPatient: typesWithPatientElements(schema, SUBJECT_ELEMENTS),
+  };
+  return schemaRules;
+}
+
 export function statusRuleOf(type: string): SchemaStatus {
-  statusRules ??= new Map(
-    [...statusOfTypes(readFhirSchema())].map(([name, status]) => [name, status === 'code' ? (OPEN_CODE_VALUE_SETS[name] ?? 'code') : status]),
-  );
-  return statusRules.get(type) ?? 'none';
+  return rulesFromSchema().status.get(type) ?? 'none';
+}
+
+/**
+ * Why an event, whose name is valid, is never raised for a patient, or null when it can be: a
+ * Patient's deletion (its record goes with it), and every event of a type with no element that
+ * points at a patient (records.ts, `subjectReferenceOf`: Practitioner, Organization, Medication).
+ * A trigger on such an event starts runs without a subject; a wait on it would never wake.
+ */
+export function subjectlessEventProblem(name: string): string | null {
+  const type = name.slice(0, name.indexOf('.'));
+  if (name === 'Patient.deleted') return 'Patient.deleted is raised for no subject (the record goes with the Patient)';
+  if (type === 'Patient' || rulesFromSchema().namingAPatient.has(type)) return null;
+  return `${name} is raised for no subject (a ${type} has no ${SUBJECT_ELEMENTS.join(', ')} or participant.actor element: it belongs to no patient)`;
 }
 
 /** Every event pattern: lifecycle events for each R4 type, and each status event a type can raise. */

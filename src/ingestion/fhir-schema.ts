@@ -42,3 +42,20 @@ export function statusOfTypes(schema: FhirSchema): Map<string, SchemaStatus> {
   }
   return out;
 }
+
+/**
+ * The resource types that have an element able to point at a patient: one of `elements`
+ * (`subject`, `patient`…), or a `participant` whose entries have an `actor` (Appointment). A
+ * resource of any other type (Practitioner, Organization, Medication) never belongs to a patient.
+ */
+export function typesWithPatientElements(schema: FhirSchema, elements: readonly string[]): Set<string> {
+  const out = new Set<string>();
+  for (const type of Object.keys(schema.discriminator.mapping)) {
+    const properties = schema.definitions[type]?.properties ?? {};
+    const participant = properties.participant as { items?: { $ref?: string } } | undefined;
+    const participantType = participant?.items?.$ref?.replace('#/definitions/', '');
+    const hasActor = participantType !== undefined && schema.definitions[participantType]?.properties?.actor !== undefined;
+    if (hasActor || elements.some((element) => properties[element] !== undefined)) out.add(type);
+  }
+  return out;
+}

@@ -113,7 +113,7 @@ export function checkPlainRecord(value: unknown): { record: PlainRecord } | { pr
 // The elements that point at the patient a resource is about, in the order they are tried;
 // then, for resources that name their patient among participants (Appointment), each
 // `participant[].actor` in turn, where only a Patient counts.
-const SUBJECT_ELEMENTS = ['subject', 'patient', 'beneficiary', 'individual'] as const;
+export const SUBJECT_ELEMENTS = ['subject', 'patient', 'beneficiary', 'individual'] as const;
 const PATIENT_REFERENCE = /(?:^|\/)Patient\/([A-Za-z0-9\-.]{1,64})(?:\/_history\/[A-Za-z0-9\-.]{1,64})?$/;
 
 /**

@@ -11,7 +11,7 @@ import { Duration, IANAZone } from 'luxon';
 import { findPlaceholders, renderPlaceholders } from '../../lib/placeholders.js';
 import { HTTP_METHODS, TAG_SLUG, type AutomationType } from './blueprint.js';
 import { expressionProblem } from './expression.check.js';
-import { eventNameProblem } from '../../ingestion/events.js';
+import { eventNameProblem, subjectlessEventProblem } from '../../ingestion/events.js';
 import { SECRET_NAME, mentionsSecrets, secretNamesIn } from '../secrets/secret-refs.js';
 
 export type Report = (problem: string) => void;
@@ -133,9 +133,10 @@ function checkWaitForEvent(w: WithObject, report: Report): void {
   } else {
     // A wait on an event carepath never raises would only ever end by its timeout.
     const problem = eventNameProblem(w.event);
+    const subjectless = problem ? null : subjectlessEventProblem(w.event);
     if (problem) report(`with.event ${problem}`);
-    // Raised without a subject: the Patient's record leaves search with it (resource-changes.ts).
-    else if (w.event === 'Patient.deleted') report('with.event Patient.deleted is raised for no subject (the record goes with the Patient), so it never wakes a wait; a trigger on it starts runs');
+    // A wait wakes on an event for its run's subject: one raised for no subject never comes.
+    else if (subjectless) report(`with.event ${subjectless}, so it never wakes a wait; a trigger on it starts runs`);
   }
   if (w.timeout !== undefined) checkDuration(w.timeout, 'with.timeout', report);
 }
