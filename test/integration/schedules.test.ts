@@ -354,6 +354,46 @@ describeEachStore(
       expect(doubled.statusCode).toBe(400);
     });
 
+    it("an evaluation's Idempotency-Key is the workspace's: one a fire or another evaluation took is 409, and a fire with one it took too", async () => {
+      const { ws, queryId } = await cohort(env, 2);
+      const first = await searchTrigger(ws, queryId, { onePerSubject: false, autoStart: false });
+      const second = await searchTrigger(ws, queryId, { onePerSubject: false, autoStart: false });
+      const web = (await ws.call('POST', '/v1/triggers', { body: { name: 'Web', sourceId: (await ws.importBlueprint(simpleBlueprint('Web'))).id, type: 'web' } })).json();
+      const evaluate = (triggerId: string, key: string) => ws.call('POST', `/v1/triggers/${triggerId}/evaluate`, { headers: { 'idempotency-key': key } });
+      const fire = (key: string) => ws.call('POST', `/v1/triggers/${web.triggerId}`, { body: {}, headers: { 'idempotency-key': key } });
+
+      expect((await fire('fired-first')).statusCode).toBe(201);
+      const afterFire = await evaluate(first.triggerId, 'fired-first');
+      expect(afterFire.statusCode).toBe(409);
+      expect(afterFire.json()).toMatchObject({ code: 'idempotency_mismatch', requestId: expect.any(String) });
+
+      expect((await evaluate(first.triggerId, 'evaluated-first')).json()).toMatchObject({ started: 2 });
+      expect((await fire('evaluated-first')).json()).toMatchObject({ code: 'idempotency_mismatch' });
+      expect((await evaluate(second.triggerId, 'evaluated-first')).json()).toMatchObject({ code: 'idempotency_mismatch' });
+      // Nothing of the refused requests was made: the key lists one request's runs.
+      expect(await runsOf(ws, 'idempotencyKey=evaluated-first')).toHaveLength(2);
+      expect(await runsOf(ws, 'idempotencyKey=fired-first')).toHaveLength(1);
+      expect(await runsOf(ws, `triggerId=${second.triggerId}`)).toHaveLength(0);
+      // Another workspace's key of the same text is its own.
+      const other = await cohort(env, 1);
+      const otherTrigger = await searchTrigger(other.ws, other.queryId, { onePerSubject: false, autoStart: false });
+      expect((await other.ws.call('POST', `/v1/triggers/${otherTrigger.triggerId}/evaluate`, { headers: { 'idempotency-key': 'evaluated-first' } })).json()).toMatchObject({ started: 1 });
+    });
+
+    it('an evaluation that matched no one, sent again with its key, is a replay: it starts none even when records now match', async () => {
+      const ws = await env.workspace();
+      const { queryId } = await savedQuery(ws, 'Patient', [{ op: 'with', tag: 'late' }]);
+      const trigger = await searchTrigger(ws, queryId, { onePerSubject: false, autoStart: false });
+      const evaluate = () => ws.call('POST', `/v1/triggers/${trigger.triggerId}/evaluate`, { headers: { 'idempotency-key': 'empty-cohort' } });
+      const first = await evaluate();
+      expect(first.json()).toEqual({ started: 0, skipped: 0, idempotencyKey: 'empty-cohort' });
+      await insertRecords(env.db, ws.workspaceId, [{ resourceType: 'Patient', extId: 'late-1', name: 'Late', tags: ['late'] }], clock.now().toISOString());
+      const again = await evaluate();
+      expect(again.json()).toEqual({ started: 0, skipped: 0, idempotencyKey: 'empty-cohort' });
+      expect(again.headers['idempotent-replayed']).toBe('true');
+      expect(await runsOf(ws, `triggerId=${trigger.triggerId}`)).toHaveLength(0);
+    });
+
     it('two evaluations with one key at once start one cohort', async () => {
       const { ws, queryId } = await cohort(env, 4);
       const trigger = await searchTrigger(ws, queryId, { onePerSubject: false, autoStart: false });

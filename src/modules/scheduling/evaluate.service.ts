@@ -8,12 +8,19 @@
  * trigger that already started runs with it is answered again (`replayed`, the runs it started)
  * instead of run again: a retry after a timeout no longer starts a second cohort. The trigger's
  * row is locked first, so two evaluations with one key cannot both find none.
+ *
+ * The key's scope is the workspace, as a fire's (DESIGN §4): the evaluation claims it in
+ * `idempotency_keys` with the fingerprint `evaluate:<triggerId>`, so the key used before by a
+ * fire or by the evaluation of another trigger is 409 `idempotency_mismatch`, and a fire with a
+ * key an evaluation took is refused the same way. (Before, only this trigger's runs were looked
+ * at: a reused key started a cohort, and `GET /v1/runs?idempotencyKey=` mixed two requests.)
  */
 import { randomBytes } from 'node:crypto';
 import type { RequestContext } from '../../auth/context.js';
 import { ApiError, invalidRequest, notFound } from '../../lib/errors.js';
 import { createPlannedRuns, DEFAULT_PLAN_LEASE_MS, type RunStarterDeps } from '../events/planned-runs.js';
 import { lockTriggers } from '../events/planned-runs.repository.js';
+import { findClaim } from '../../engine/run-creation/claims.js';
 import type { DbOrTx } from '../../storage/database.js';
 import { loadTriggerForEvaluation } from './search-trigger.repository.js';
 import { planSearchRuns } from './search-runs.js';
@@ -63,14 +70,39 @@ export async function evaluateSearchTrigger(
   const planned = await deps.db.transaction().execute(async (tx) => {
     if (callerKey !== undefined) {
       await lockTriggers(tx, deps.dialect, [trigger.id]);
+      const claimedBefore = await claimKey(tx, ctx.workspaceId, trigger.id, callerKey, at);
       const earlier = await runsWithKey(tx, ctx.workspaceId, trigger.id, callerKey);
-      if (earlier > 0) return { replayed: earlier };
+      if (claimedBefore || earlier > 0) return { replayed: earlier };
     }
     return planSearchRuns(tx, deps.dialect, { ...trigger, query }, context, { idempotencyKey, tick: at, origin: { via: 'evaluate' } });
   });
   if ('replayed' in planned) return { started: planned.replayed, skipped: 0, idempotencyKey, replayed: true };
   const started = await createPlannedRuns(deps, owner, planned.plannedRunIds, planLeaseMs);
   return { started, skipped: planned.skipped, idempotencyKey, replayed: false };
+}
+
+/** What an evaluation's claim of a key records instead of a fire's request fingerprint. */
+const evaluationFingerprint = (triggerId: string) => `evaluate:${triggerId}`;
+
+/**
+ * Takes the key for an evaluation of this trigger (false), finds it taken by an earlier one
+ * (true: a replay, whether or not that one started runs), or refuses it when a fire or an
+ * evaluation of another trigger holds it. The claim names no run (an evaluation starts many, or
+ * none).
+ */
+async function claimKey(tx: DbOrTx, workspaceId: string, triggerId: string, key: string, at: string): Promise<boolean> {
+  const fingerprint = evaluationFingerprint(triggerId);
+  const inserted = await tx
+    .insertInto('idempotency_keys')
+    .values({ workspace_id: workspaceId, key, fingerprint, trigger_id: triggerId, run_id: '', created_at: at })
+    .onConflict((conflict) => conflict.columns(['workspace_id', 'key']).doNothing())
+    .executeTakeFirst();
+  if (Number(inserted.numInsertedOrUpdatedRows ?? 0) > 0) return false;
+  const claim = await findClaim(tx, workspaceId, key);
+  if (claim?.fingerprint !== fingerprint) {
+    throw new ApiError('idempotency_mismatch', 'this Idempotency-Key was used with a different request; use a new key for a new request');
+  }
+  return true;
 }
 
 /**
