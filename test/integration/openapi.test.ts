@@ -41,14 +41,23 @@ const OPERATIONS = [
   'GET /v1/audit-events',
 ];
 
-type Schema = { type?: string; additionalProperties?: boolean; required?: string[]; properties?: Record<string, unknown> };
+type Schema = { $ref?: string; type?: string; title?: string; additionalProperties?: boolean; required?: string[]; properties?: Record<string, unknown> };
 type Operation = {
   operationId?: string;
   parameters?: { name?: string; in?: string; $ref?: string }[];
   requestBody?: { content: Record<string, { schema: Schema }> };
   responses: Record<string, { description?: string; content?: Record<string, { schema: Schema }>; headers?: Record<string, unknown> }>;
 };
-type Document = { paths: Record<string, Record<string, Operation>>; components: { headers: Record<string, unknown>; parameters: Record<string, { name: string }> } };
+type Document = {
+  paths: Record<string, Record<string, Operation>>;
+  components: { headers: Record<string, unknown>; parameters: Record<string, { name: string }>; schemas: Record<string, Schema> };
+};
+
+/** A schema, or the named one it refers to. */
+function deref(doc: Document, schema: Schema): Schema {
+  const name = schema.$ref?.replace('#/components/schemas/', '');
+  return name === undefined ? schema : doc.components.schemas[name];
+}
 
 describeEachStore('GET /v1/openapi.json and /docs', (env) => {
   it('documents every operation, without a key, and none of the operational routes', async () => {
@@ -71,13 +80,14 @@ describeEachStore('GET /v1/openapi.json and /docs', (env) => {
   });
 
   it('describes bodies with the schemas that validate them: what the document refuses, the API refuses', async () => {
-    const doc = (await env.app.inject({ method: 'GET', url: '/v1/openapi.json' })).json() as { paths: Record<string, Record<string, Operation>> };
+    const doc = (await env.app.inject({ method: 'GET', url: '/v1/openapi.json' })).json() as Document;
     const create = doc.paths['/v1/queries'].post;
-    const body = create.requestBody!.content['application/json'].schema;
+    const body = deref(doc, create.requestBody!.content['application/json'].schema);
     expect(body.additionalProperties).toBe(false);
     expect(body.required).toEqual(expect.arrayContaining(['name', 'resourceType']));
     // Every error answer is the one error body.
-    expect(create.responses['400'].content!['application/json'].schema.required).toEqual(['error', 'code', 'requestId']);
+    expect(create.responses['400'].content!['application/json'].schema).toEqual({ $ref: '#/components/schemas/Error' });
+    expect(deref(doc, create.responses['400'].content!['application/json'].schema).required).toEqual(['error', 'code', 'requestId']);
 
     const ws = await env.workspace();
     const unknownField = await ws.call('POST', '/v1/queries', { body: { name: 'q', resourceType: 'Patient', colour: 'red' } });
@@ -87,7 +97,7 @@ describeEachStore('GET /v1/openapi.json and /docs', (env) => {
     const accepted = await ws.call('POST', '/v1/queries', { body: { name: 'q', resourceType: 'Patient' } });
     expect(accepted.statusCode).toBe(201);
     // And the answer has the documented shape.
-    const answer = create.responses['201'].content!['application/json'].schema;
+    const answer = deref(doc, create.responses['201'].content!['application/json'].schema);
     expect(Object.keys(accepted.json()).sort()).toEqual(Object.keys(answer.properties!).sort());
   });
 
@@ -117,10 +127,24 @@ describeEachStore('GET /v1/openapi.json and /docs', (env) => {
       'An error. Its `code` is one of idempotency_mismatch, trigger_not_web, trigger_inactive, run_not_queued, run_not_paused, run_terminal, query_in_use.',
     );
     // A type-specific field of a trigger says that another type refuses it, null as well.
-    const createTrigger = (doc.paths['/v1/triggers'].post.requestBody as { content: Record<string, { schema: { properties: Record<string, { description?: string }> } }> }).content['application/json'].schema;
+    const createTrigger = deref(doc, doc.paths['/v1/triggers'].post.requestBody!.content['application/json'].schema) as { properties: Record<string, { description?: string }> };
     expect(createTrigger.properties.queryId.description).toMatch(/^Search triggers only: sent for a trigger of another type, also as null, it is refused with 400/);
     expect(createTrigger.properties.when.description).toMatch(/^Event triggers only/);
-    expect(Object.keys((doc.components as { schemas?: object }).schemas ?? {})).toEqual(['Error']);
+    // The shapes a client works with are named once and referred to; every reference resolves.
+    expect(Object.keys(doc.components.schemas)).toEqual(
+      expect.arrayContaining(['Error', 'Run', 'CreatedRun', 'Trigger', 'CreateTrigger', 'Query', 'Webhook', 'CreatedWebhook', 'Delivery', 'Diagram', 'Graph', 'Step', 'SearchResult', 'AuditEvent', 'KeyContext']),
+    );
+    const refs = [...JSON.stringify(doc).matchAll(/"\$ref":"#\/components\/schemas\/([^"]+)"/g)].map((match) => match[1]);
+    expect(refs.length).toBeGreaterThan(300);
+    for (const name of new Set(refs)) expect(doc.components.schemas[name], name).toBeDefined();
+    expect(JSON.stringify(doc.paths)).not.toContain('"title"');
+    expect(deref(doc, doc.paths['/v1/runs/{runId}'].get.responses['200'].content!['application/json'].schema).required).toEqual(expect.arrayContaining(['runId', 'automationStatus']));
+    // One spelling of the Idempotency-Key header across the operations that take it.
+    for (const [path, method] of [['/v1/triggers/{triggerId}', 'post'], ['/v1/triggers/{triggerId}/evaluate', 'post'], ['/v1/webhooks/{webhookId}', 'post']]) {
+      const names = doc.paths[path][method].parameters!.filter((parameter) => parameter.in === 'header').map((parameter) => parameter.name);
+      expect(names, path).toContain('Idempotency-Key');
+      expect(names, path).not.toContain('idempotency-key');
+    }
     // One $id names one schema: the error body inlined in 28 answers with its $id made JSON Schema tools refuse the document.
     expect(JSON.stringify(doc.paths)).not.toContain('"$id"');
     // The bodies that may be left out say so; the others are required.
@@ -132,7 +156,7 @@ describeEachStore('GET /v1/openapi.json and /docs', (env) => {
     expect(Object.keys(doc.paths['/v1/webhooks'].get.responses['200'].headers!)).toContain('Link');
     const fire = doc.paths['/v1/triggers/{triggerId}'].post;
     expect(Object.keys(fire.responses['200'].headers!)).toEqual(expect.arrayContaining(['RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset', 'Idempotent-Replayed']));
-    expect(fire.responses['201'].content!['application/json'].schema.properties!.automationStatus).toMatchObject({ enum: expect.arrayContaining(['scheduled', 'queued']) });
+    expect(deref(doc, fire.responses['201'].content!['application/json'].schema).properties!.automationStatus).toMatchObject({ enum: expect.arrayContaining(['scheduled', 'queued']) });
     const deliver = doc.paths['/v1/webhooks/{webhookId}'].post;
     expect(deliver.parameters!.map((parameter) => parameter.name)).toEqual(expect.arrayContaining(['X-Service-Signature', 'Idempotency-Key']));
     expect(Object.keys(deliver.requestBody!.content)).toEqual(['application/json', 'application/fhir+json']);

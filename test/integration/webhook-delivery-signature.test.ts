@@ -222,6 +222,25 @@ describeEachStore('delivery signatures over HTTP', (env) => {
     expect((await deliver(env, paused, undefined, { raw: body, signature: null })).statusCode).toBe(401);
   });
 
+  it('answers a retry of a delivery stored before the endpoint was switched off with its first 202; a new delivery is 403', async () => {
+    const switching = await createEndpoint(ws);
+    const first = await deliver(env, switching, undefined, { raw: body, key: 'before-off' });
+    expect(first.statusCode).toBe(202);
+    expect((await ws.call('PATCH', `/v1/webhooks/${switching.webhookId}`, { body: { active: false } })).statusCode).toBe(200);
+    const retried = await deliver(env, switching, undefined, { raw: body, key: 'before-off' });
+    expect(retried.statusCode).toBe(202);
+    expect(retried.headers['idempotent-replayed']).toBe('true');
+    expect(retried.json()).toEqual(first.json());
+    // The same key with another body is still the key's mismatch; new data is the endpoint's refusal.
+    const otherBody = JSON.stringify({ resourceType: 'Patient', id: 'other-after-off' });
+    expect((await deliver(env, switching, undefined, { raw: otherBody, key: 'before-off' })).json().code).toBe('idempotency_mismatch');
+    const fresh = await deliver(env, switching, undefined, { raw: JSON.stringify({ resourceType: 'Patient', id: 'new-after-off' }), key: 'after-off' });
+    expect(fresh.statusCode).toBe(403);
+    expect(fresh.json()).toMatchObject({ code: 'webhook_inactive', requestId: expect.any(String) });
+    const stored = await env.db.selectFrom('deliveries').select('id').where('webhook_id', '=', switching.webhookId).execute();
+    expect(stored).toHaveLength(1);
+  });
+
   it('carries RateLimit headers on every answer', async () => {
     const res = await deliver(env, endpoint, undefined, { raw: body });
     expect(res.headers['ratelimit-limit']).toBeDefined();

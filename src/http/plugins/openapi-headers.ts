@@ -29,11 +29,12 @@ interface Document {
 
 const ref = (kind: 'headers' | 'parameters', name: string) => ({ $ref: `#/components/${kind}/${name}` });
 /**
- * The error body's schema as plain JSON (as the generated answers inline it), without its `$id`:
- * inlined many times, one `$id` would name many schemas, which JSON Schema tools refuse.
+ * The error body's schema as plain JSON (as the generated answers inline it), without its `$id`
+ * (one `$id` on many copies would name many schemas, which JSON Schema tools refuse). Its title
+ * then makes every copy one reference to `components/schemas/Error` (nameSharedSchemas).
  */
 const { $id: _errorId, ...ERROR_SCHEMA }: Json = JSON.parse(JSON.stringify(ErrorBody));
-const errorResponse = (description: string) => ({ description, content: { 'application/json': { schema: ERROR_SCHEMA } } });
+const errorResponse = (description: string) => ({ description, content: { 'application/json': { schema: { ...ERROR_SCHEMA } } } });
 
 /** The error codes each status may carry (lib/errors.ts), for the descriptions of error answers. */
 const CODES_BY_STATUS = new Map<string, string[]>();
@@ -89,6 +90,20 @@ const DELIVERY_BODY = {
   ),
 };
 
+/**
+ * Fastify validates headers by their lower-case names, so a route's header schema documents
+ * `idempotency-key`; the document spells it as the interface spec and the delivery route do,
+ * or a generated client has two names for one header.
+ */
+function headerAsSpelled(parameter: Json): Json {
+  if (parameter.in !== 'header' || parameter.name !== 'idempotency-key') return parameter;
+  return {
+    ...parameter,
+    name: 'Idempotency-Key',
+    description: 'A retry with the same key and body answers the first result (200, `Idempotent-Replayed: true`) and creates nothing again; another body is 409.',
+  };
+}
+
 /** Adds the headers and answers above to every operation of the document; answers the document. */
 export function documentCommonHeaders<T extends object>(generated: T): T {
   const document = generated as Document;
@@ -98,13 +113,45 @@ export function documentCommonHeaders<T extends object>(generated: T): T {
   for (const operations of Object.values(document.paths ?? {})) {
     for (const operation of Object.values(operations)) documentOperation(operation);
   }
+  nameSharedSchemas(document);
   return generated;
+}
+
+/**
+ * Every schema with a `title` (schemas/common.ts `named`) moves to `components/schemas/<title>`
+ * and each place that used it refers there: the generator inlines a schema at every use, so a
+ * Run was six anonymous copies and the error body 319. A title given to two different schemas
+ * is a mistake in the routes, and fails the document rather than naming one of them wrongly.
+ */
+function nameSharedSchemas(document: Document): void {
+  const named: Record<string, Json> = {};
+  const texts = new Map<string, string>();
+  const visit = (value: unknown): unknown => {
+    if (Array.isArray(value)) return value.map(visit);
+    if (value === null || typeof value !== 'object') return value;
+    const node = Object.fromEntries(Object.entries(value).map(([key, item]) => [key, visit(item)])) as Json;
+    const title = node.title;
+    if (typeof title !== 'string' || !('type' in node || 'anyOf' in node || 'allOf' in node)) return node;
+    const { $id: _id, ...schema } = node;
+    const text = JSON.stringify(schema);
+    const seen = texts.get(title);
+    if (seen !== undefined && seen !== text) throw new Error(`two different schemas are named ${title} in the OpenAPI document`);
+    texts.set(title, text);
+    named[title] = schema;
+    return { $ref: `#/components/schemas/${title}` };
+  };
+  document.paths = visit(document.paths) as Document['paths'];
+  document.components = { ...document.components, schemas: { ...(document.components?.schemas as Json | undefined), ...sortedByName(named) } };
+}
+
+function sortedByName(schemas: Record<string, Json>): Record<string, Json> {
+  return Object.fromEntries(Object.entries(schemas).sort(([a], [b]) => a.localeCompare(b)));
 }
 
 function documentOperation(operation: Operation): void {
   const delivery = operation.operationId === 'deliverToWebhook';
   const keyed = !(Array.isArray(operation.security) && operation.security.length === 0);
-  operation.parameters = [...(operation.parameters ?? []), ref('parameters', 'RequestId')];
+  operation.parameters = [...(operation.parameters ?? []).map(headerAsSpelled), ref('parameters', 'RequestId')];
   if (delivery) {
     operation.parameters.push(...DELIVERY_PARAMETERS);
     operation.requestBody = DELIVERY_BODY;

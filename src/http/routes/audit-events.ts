@@ -1,10 +1,10 @@
 import { Type } from '@sinclair/typebox';
 import type { Api } from '../types.js';
 import type { Container } from '../../container.js';
-import { ListEnvelope, commonErrors, Uuid, Timestamp, Nullable, PageLimit, CursorParam } from '../schemas/common.js';
+import { ListEnvelope, commonErrors, Uuid, Timestamp, Nullable, PageLimit, CursorParam, named } from '../schemas/common.js';
 import { listAuditEvents } from '../../modules/audit/audit.repository.js';
 
-const AuditEventSchema = Type.Object({
+const AuditEventSchema = named('AuditEvent', Type.Object({
   id: Uuid,
   at: Timestamp,
   action: Type.String(),
@@ -16,7 +16,7 @@ const AuditEventSchema = Type.Object({
   resourceId: Nullable(Type.String()),
   outcome: Type.String(),
   details: Type.Record(Type.String(), Type.Unknown()),
-});
+}));
 
 const ListAuditQuery = Type.Object(
   {

@@ -10,7 +10,8 @@
  *   401 `invalid_signature` | `signature_expired` (429 once the endpoint's budget for refused
  *       deliveries is spent)
  *   429 the endpoint's rate limit, for deliveries that proved the secret
- *   403 `webhook_inactive` (told only to a sender who proved the secret)
+ *   403 `webhook_inactive` (told only to a sender who proved the secret), unless the request
+ *       repeats a delivery stored before the endpoint was switched off: its 202 again
  *   400 not JSON, or not an accepted body shape; bad Idempotency-Key
  *   409 `idempotency_mismatch`
  *   202 `{accepted, idempotencyKey}` once the delivery is stored
@@ -24,22 +25,22 @@ import { Type } from '@sinclair/typebox';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Api } from '../types.js';
 import type { Container } from '../../container.js';
-import { ErrorBody, IdParams, Nullable } from '../schemas/common.js';
+import { ErrorBody, IdParams, Nullable, named } from '../schemas/common.js';
 import { rateLimitedError, setRateLimitHeaders } from '../plugins/authenticate.js';
 import { ApiError, notFound } from '../../lib/errors.js';
 import { createSecretBox } from '../../lib/secret-box.js';
 import { SIGNATURE_HEADER } from '../../ingestion/signature.js';
 import { checkDeliveryCredentials, findDeliveryEndpoint, type DeliveryEndpoint } from '../../modules/deliveries/delivery-endpoint.js';
-import { receiveDelivery } from '../../modules/deliveries/delivery-intake.js';
+import { receiveDelivery, replayedDelivery } from '../../modules/deliveries/delivery-intake.js';
 import { idempotencyKeyHeader } from '../idempotency-header.js';
 
 /** DESIGN §2: webhook deliveries up to 20 MiB (413 beyond). */
 export const MAX_DELIVERY_BYTES = 20 * 1024 * 1024;
 
-const Accepted = Type.Object({
+const Accepted = named('DeliveryAccepted', Type.Object({
   accepted: Type.Integer({ description: 'resources and records accepted for processing' }),
   idempotencyKey: Nullable(Type.String()),
-});
+}));
 
 export async function registerDeliveryRoutes(app: Api, container: Container): Promise<void> {
   const box = createSecretBox(container.config.secretKey);
@@ -107,14 +108,11 @@ export async function registerDeliveryRoutes(app: Api, container: Container): Pr
           throw error;
         }
         await spend(reply, `webhook:${endpoint.id}`);
-        if (!endpoint.active) throw new ApiError('webhook_inactive', 'this webhook endpoint is inactive; activate it to receive deliveries');
-        const result = await receiveDelivery(container.db, container.deliveryReader, endpoint, {
-          rawBody,
-          idempotencyKey: idempotencyKeyHeader(request),
-          signedAt,
-          requestId: request.id,
-          now,
-        });
+        const input = { rawBody, idempotencyKey: idempotencyKeyHeader(request), signedAt, requestId: request.id, now };
+        const result = endpoint.active
+          ? await receiveDelivery(container.db, container.deliveryReader, endpoint, input)
+          : await replayedDelivery(container.db, endpoint, input);
+        if (!result) throw new ApiError('webhook_inactive', 'this webhook endpoint is inactive; activate it to receive deliveries');
         if (result.replayed) reply.header('Idempotent-Replayed', 'true');
         else container.signals.notify('deliveries');
         return reply.code(202).send({ accepted: result.accepted, idempotencyKey: result.idempotencyKey });

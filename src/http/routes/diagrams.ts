@@ -1,14 +1,14 @@
 import { Type } from '@sinclair/typebox';
 import type { Api } from '../types.js';
 import type { Container } from '../../container.js';
-import { IdParams, ListEnvelope, commonErrors, Uuid, Timestamp, PageLimit, CursorParam } from '../schemas/common.js';
+import { IdParams, ListEnvelope, commonErrors, Uuid, Timestamp, PageLimit, CursorParam, named } from '../schemas/common.js';
 import { findDiagram, listDiagrams } from '../../modules/diagrams/diagram.repository.js';
 import { invalidRequest, notFound } from '../../lib/errors.js';
 
 const DiagramType = Type.Union([Type.Literal('blueprint'), Type.Literal('instance')]);
 
 /** The spec's metadata (id, type, name, sourceId for instances); version, tags and times are additive. */
-const DiagramSchema = Type.Object({
+const DiagramSchema = named('Diagram', Type.Object({
   id: Uuid,
   type: DiagramType,
   name: Type.String(),
@@ -17,7 +17,7 @@ const DiagramSchema = Type.Object({
   tags: Type.Array(Type.String()),
   createdAt: Timestamp,
   updatedAt: Timestamp,
-});
+}));
 
 const ListDiagramsQuery = Type.Object(
   {

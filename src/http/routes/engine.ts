@@ -5,7 +5,7 @@
 import { Type, type Static } from '@sinclair/typebox';
 import type { Api } from '../types.js';
 import type { Container } from '../../container.js';
-import { IdParams, commonErrors, Nullable, Timestamp, Uuid } from '../schemas/common.js';
+import { IdParams, commonErrors, Nullable, Timestamp, Uuid, named } from '../schemas/common.js';
 import { notFound } from '../../lib/errors.js';
 import { diagramGraph, runTimeline } from '../../engine/run-views.js';
 import { recordAudit } from '../../modules/audit/audit.repository.js';
@@ -13,7 +13,7 @@ import { recordAudit } from '../../modules/audit/audit.repository.js';
 /** The engine's node states, and `interrupted`: active or waiting when the run ended (run-views.ts). */
 const NODE_STATES = ['pending', 'active', 'waiting', 'done', 'skipped', 'failed', 'interrupted'] as const;
 
-const StepSchema = Type.Object({
+const StepSchema = named('Step', Type.Object({
   stepId: Uuid,
   nodeId: Type.String(),
   automationId: Type.String(),
@@ -24,9 +24,9 @@ const StepSchema = Type.Object({
   outcome: Nullable(Type.String({ description: 'ok, elapsed, event, timeout, failed, stopped, canceled, interrupted; null while running or waiting' })),
   output: Type.Unknown(),
   error: Nullable(Type.String()),
-});
+}));
 
-const SubjectSchema = Type.Object(
+const SubjectSchema = named('RunSubject', Type.Object(
   {
     recordId: Uuid,
     resourceType: Type.String({ description: 'Patient, Practitioner, or Pathway (a run started for another run)' }),
@@ -34,12 +34,12 @@ const SubjectSchema = Type.Object(
     name: Type.String(),
   },
   { description: 'the record the run is about (its subject); null when it has none, or the record left search' },
-);
-const TimelineSchema = Type.Object({ runId: Uuid, subject: Nullable(SubjectSchema), steps: Type.Array(StepSchema) });
+));
+const TimelineSchema = named('StepTimeline', Type.Object({ runId: Uuid, subject: Nullable(SubjectSchema), steps: Type.Array(StepSchema) }));
 
 const AutomationSchema = Type.Object({ id: Type.String(), type: Type.String(), with: Type.Optional(Type.Unknown()) });
 
-const GraphNodeSchema = Type.Object({
+const GraphNodeSchema = named('GraphNode', Type.Object({
   id: Type.String(),
   kind: Type.String(),
   name: Type.Optional(Type.String()),
@@ -58,15 +58,15 @@ const GraphNodeSchema = Type.Object({
       { description: 'a waiting node: its wait or wait_for_event automation, when it is due (null: no timeout), the event awaited' },
     ),
   ),
-});
+}));
 
-const GraphSchema = Type.Object({
+const GraphSchema = named('Graph', Type.Object({
   name: Type.String(),
   tags: Type.Array(Type.String()),
   swimlanes: Type.Array(Type.Object({ id: Type.String(), name: Type.String() })),
   nodes: Type.Array(GraphNodeSchema),
   links: Type.Array(Type.Object({ from: Type.String(), to: Type.String(), when: Type.Optional(Type.String()) })),
-});
+}));
 
 export function registerEngineRoutes(api: Api, container: Container): void {
   api.get(

@@ -7,7 +7,7 @@
 import { Type } from '@sinclair/typebox';
 import type { Api } from '../types.js';
 import type { Container } from '../../container.js';
-import { CursorParam, EmptyBody, ErrorBody, IdParams, ListEnvelope, Nullable, PageLimit, Timestamp, Uuid, commonErrors, noBodyIsEmpty, BODY_OPTIONAL } from '../schemas/common.js';
+import { CursorParam, EmptyBody, ErrorBody, IdParams, ListEnvelope, Nullable, PageLimit, Timestamp, Uuid, commonErrors, noBodyIsEmpty, BODY_OPTIONAL, named } from '../schemas/common.js';
 import { notFound } from '../../lib/errors.js';
 import { findWebhook } from '../../modules/webhooks/webhook.repository.js';
 import { listDeliveries } from '../../modules/deliveries/delivery.repository.js';
@@ -17,7 +17,7 @@ import { evaluateSearchTrigger } from '../../modules/scheduling/evaluate.service
 import { idempotencyKeyHeader } from '../idempotency-header.js';
 import { requireValidIdempotencyKey } from '../../modules/triggers/fire.service.js';
 
-const DeliveryView = Type.Object({
+const DeliveryView = named('Delivery', Type.Object({
   deliveryId: Uuid,
   status: Type.Union(DELIVERY_STATUSES.map((status) => Type.Literal(status))),
   idempotencyKey: Nullable(Type.String()),
@@ -32,7 +32,7 @@ const DeliveryView = Type.Object({
   events: Type.Array(Type.Object({ event: Type.String(), count: Type.Integer() }), { description: 'events raised, with how often' }),
   runsStarted: Type.Integer(),
   error: Nullable(Type.String()),
-});
+}));
 
 const ListDeliveriesQuery = Type.Object(
   {
@@ -48,15 +48,15 @@ const CatalogQuery = Type.Object(
   { additionalProperties: false },
 );
 
-const Catalog = Type.Object({
+const Catalog = named('EventCatalog', Type.Object({
   data: Type.Array(Type.Object({ event: Type.String(), description: Type.String() })),
-});
+}));
 
-const Evaluation = Type.Object({
+const Evaluation = named('Evaluation', Type.Object({
   started: Type.Integer({ description: 'runs started, one per matching record' }),
   skipped: Type.Integer({ description: 'matching records that already have a live run of this trigger (onePerSubject), or that are runs started for another run (a Pathway query)' }),
   idempotencyKey: Type.String({ description: 'carried by every run this evaluation started' }),
-});
+}));
 
 export function registerInboundRoutes(api: Api, container: Container): void {
   api.get(

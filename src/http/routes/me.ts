@@ -1,15 +1,15 @@
 import { Type } from '@sinclair/typebox';
 import type { Api } from '../types.js';
-import { Uuid, commonErrors } from '../schemas/common.js';
+import { Uuid, commonErrors, named } from '../schemas/common.js';
 
-const KeyContextSchema = Type.Object({
+const KeyContextSchema = named('KeyContext', Type.Object({
   tenantId: Uuid,
   workspaceId: Uuid,
   keyId: Uuid,
   keyName: Type.String(),
   scopes: Type.Array(Type.String()),
   environment: Type.Union([Type.Literal('staging'), Type.Literal('production')]),
-});
+}));
 
 export function registerMeRoutes(api: Api): void {
   api.get(

@@ -1,13 +1,13 @@
 import { Type } from '@sinclair/typebox';
 import type { Api } from '../types.js';
 import type { Container } from '../../container.js';
-import { IdParams, ListEnvelope, commonErrors, ErrorBody, Uuid, Timestamp, Nullable, PageLimit, CursorParam, EmptyBody, noBodyIsEmpty, AutomationStatus, BODY_OPTIONAL } from '../schemas/common.js';
+import { IdParams, ListEnvelope, commonErrors, ErrorBody, Uuid, Timestamp, Nullable, PageLimit, CursorParam, EmptyBody, noBodyIsEmpty, AutomationStatus, BODY_OPTIONAL, named } from '../schemas/common.js';
 import { findRun, listRuns } from '../../modules/runs/run.repository.js';
 import { notFound } from '../../lib/errors.js';
 import { applyRunAction, type RunAction } from '../../engine/run-actions.js';
 import { auditErrorsShown } from '../../modules/runs/run-error-audit.js';
 
-export const RunSchema = Type.Object({
+export const RunSchema = named('Run', Type.Object({
   runId: Uuid,
   sourceId: Uuid,
   triggerId: Uuid,
@@ -16,7 +16,7 @@ export const RunSchema = Type.Object({
   createdAt: Timestamp,
   updatedAt: Timestamp,
   error: Nullable(Type.Object({ message: Type.String(), nodeId: Type.String() })),
-});
+}));
 
 const ListRunsQuery = Type.Object(
   {

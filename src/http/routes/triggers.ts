@@ -1,7 +1,7 @@
 import { Type } from '@sinclair/typebox';
 import type { Api } from '../types.js';
 import type { Container } from '../../container.js';
-import { IdParams, ListEnvelope, commonErrors, ErrorBody, Uuid, Timestamp, Nullable, AutomationStatus, BODY_OPTIONAL } from '../schemas/common.js';
+import { IdParams, ListEnvelope, commonErrors, ErrorBody, Uuid, Timestamp, Nullable, AutomationStatus, BODY_OPTIONAL, named } from '../schemas/common.js';
 import {
   CreateTriggerBody,
   FireBody,
@@ -20,14 +20,14 @@ import { idempotencyKeyHeader } from '../idempotency-header.js';
 
 const TriggerParams = IdParams('triggerId');
 
-const CreatedRun = Type.Object({
+const CreatedRun = named('CreatedRun', Type.Object({
   runId: Uuid,
   sourceId: Uuid,
   triggerId: Uuid,
   idempotencyKey: Nullable(Type.String()),
   automationStatus: AutomationStatus,
   createdAt: Timestamp,
-});
+}));
 
 const TriggerStatus = Type.Object({
   ...Object.fromEntries(RUN_STATUSES.map((status) => [status, Type.Integer()])),

@@ -8,8 +8,16 @@ export const ErrorBody = Type.Object(
     code: Type.Union([Type.String(), Type.Null()]),
     requestId: Type.String(),
   },
-  { $id: 'Error', description: 'Every error response' },
+  { $id: 'Error', title: 'Error', description: 'Every error response' },
 );
+
+/**
+ * A schema with a name in the OpenAPI document: `title` is an annotation, so validation and
+ * serialization are unchanged, and the document lists the schema once under
+ * `components/schemas/<title>` and refers to it wherever it is used (plugins/openapi-headers.ts),
+ * so a generated client has one `Run` type rather than an anonymous copy per operation.
+ */
+export const named = <T extends TSchema>(title: string, schema: T): T => ({ ...schema, title });
 
 /** Taken in either case, answered in lower case (plugins/validation.ts `x-lowercase`). */
 export const Uuid = Type.String({ format: 'uuid', description: 'UUID', 'x-lowercase': true });

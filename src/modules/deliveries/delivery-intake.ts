@@ -134,13 +134,36 @@ export async function receiveDelivery(db: Db, reader: DeliveryReader, endpoint: 
 
   // The key was used before (a replay), or a concurrent request with it won the insert; or this
   // very request (body and signature time) was taken before, under whatever key it carried then.
+  const earlier = await earlierDeliveryOf(db, endpoint, key, row.signature_t, bodySha256);
+  if (earlier) return earlier;
+  throw new ApiError('internal', 'the delivery could not be stored');
+}
+
+/**
+ * The answer of an earlier delivery this request repeats (by its Idempotency-Key, or as the same
+ * signed request under any key), or undefined when it repeats none. An endpoint switched off
+ * after a delivery still answers its retry with the first 202 (DESIGN §4: a replay answers the
+ * first 202 again): the sender whose answer was lost is not told that stored data was refused.
+ */
+export async function replayedDelivery(db: Db, endpoint: DeliveryEndpoint, input: Pick<IntakeInput, 'rawBody' | 'idempotencyKey' | 'signedAt'>): Promise<IntakeResult | undefined> {
+  const signatureT = input.signedAt != null ? String(input.signedAt) : null;
+  return earlierDeliveryOf(db, endpoint, idempotencyKeyOf(input.idempotencyKey), signatureT, sha256Hex(input.rawBody));
+}
+
+async function earlierDeliveryOf(
+  db: Db,
+  endpoint: DeliveryEndpoint,
+  key: string | null,
+  signatureT: string | null,
+  bodySha256: string,
+): Promise<IntakeResult | undefined> {
   if (key !== null) {
     const winner = await findEarlierDelivery(db, endpoint.id, { idempotencyKey: key });
     if (winner) return replayOf(winner, bodySha256, key);
   }
-  if (row.signature_t !== null) {
-    const first = await findEarlierDelivery(db, endpoint.id, { signatureT: row.signature_t, bodySha256 });
+  if (signatureT !== null) {
+    const first = await findEarlierDelivery(db, endpoint.id, { signatureT, bodySha256 });
     if (first) return { deliveryId: first.id, accepted: first.accepted, idempotencyKey: first.idempotency_key, replayed: true };
   }
-  throw new ApiError('internal', 'the delivery could not be stored');
+  return undefined;
 }

@@ -1,5 +1,5 @@
 import { Type, type Static } from '@sinclair/typebox';
-import { TagSlug, Uuid } from '../../http/schemas/common.js';
+import { TagSlug, Uuid, named } from '../../http/schemas/common.js';
 
 /** The record types search and saved queries work on (interface spec, "Query" and "Search hit"). */
 export const RESOURCE_TYPES = ['Patient', 'Pathway', 'Practitioner'] as const;
@@ -31,7 +31,7 @@ export const MAX_OFFSET = 100_000;
 export const MAX_SEARCH_LIMIT = 500;
 export const DEFAULT_SEARCH_LIMIT = 100;
 
-export const SearchBody = Type.Object(
+export const SearchBody = named('SearchRequest', Type.Object(
   {
     resourceType: ResourceTypeSchema,
     filters: Type.Optional(TagFilters),
@@ -43,25 +43,25 @@ export const SearchBody = Type.Object(
     orderDirection: Type.Optional(Type.Union([Type.Literal('asc'), Type.Literal('desc')], { default: 'asc' })),
   },
   { additionalProperties: false },
-);
+));
 export type SearchBody = Static<typeof SearchBody>;
 
-export const SearchHit = Type.Object({
+export const SearchHit = named('SearchHit', Type.Object({
   id: Uuid,
   extId: Type.String(),
   name: Type.String(),
   resourceType: ResourceTypeSchema,
   tags: Type.Array(Type.String()),
-});
+}));
 export type SearchHit = Static<typeof SearchHit>;
 
-export const SearchResult = Type.Object({
+export const SearchResult = named('SearchResult', Type.Object({
   total: Type.Integer(),
   limit: Type.Integer(),
   offset: Type.Integer(),
   results: Type.Array(SearchHit),
-});
+}));
 export type SearchResult = Static<typeof SearchResult>;
 
-export const CountResult = Type.Object({ total: Type.Integer() });
+export const CountResult = named('Count', Type.Object({ total: Type.Integer() }));
 

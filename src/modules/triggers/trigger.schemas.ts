@@ -1,5 +1,5 @@
 import { Type, type Static, type TSchema } from '@sinclair/typebox';
-import { Nullable, Timestamp, Uuid, PageLimit, CursorParam } from '../../http/schemas/common.js';
+import { Nullable, Timestamp, Uuid, PageLimit, CursorParam, named } from '../../http/schemas/common.js';
 
 export const TriggerType = Type.Union([Type.Literal('web'), Type.Literal('search'), Type.Literal('event')]);
 
@@ -33,13 +33,13 @@ export const ScheduleBody = Type.Object(
   { additionalProperties: false },
 );
 
-export const ScheduleView = Type.Object({
+export const ScheduleView = named('Schedule', Type.Object({
   interval: Type.String(),
   timezone: Type.String(),
   startAt: Type.Optional(Type.String()),
-});
+}));
 
-export const TriggerView = Type.Object({
+export const TriggerView = named('Trigger', Type.Object({
   triggerId: Uuid,
   name: Type.String(),
   sourceId: Uuid,
@@ -54,7 +54,7 @@ export const TriggerView = Type.Object({
   onePerSubject: Nullable(Type.Boolean()),
   createdAt: Timestamp,
   updatedAt: Timestamp,
-});
+}));
 export type TriggerView = Static<typeof TriggerView>;
 
 const Name = Type.String({ minLength: 1, maxLength: 200 });
@@ -68,7 +68,7 @@ const Name = Type.String({ minLength: 1, maxLength: 200 });
 const OnlyFor = <T extends TSchema>(types: string, schema: T): T =>
   ({ ...schema, description: `${types[0].toUpperCase()}${types.slice(1)} triggers only: sent for a trigger of another type, also as null, it is refused with 400 invalid_request.` }) as T;
 
-export const CreateTriggerBody = Type.Object(
+export const CreateTriggerBody = named('CreateTrigger', Type.Object(
   {
     name: Name,
     sourceId: Uuid,
@@ -82,10 +82,10 @@ export const CreateTriggerBody = Type.Object(
     onePerSubject: Type.Optional(OnlyFor('search and event', Nullable(Type.Boolean()))),
   },
   { additionalProperties: false },
-);
+));
 export type CreateTriggerBody = Static<typeof CreateTriggerBody>;
 
-export const UpdateTriggerBody = Type.Object(
+export const UpdateTriggerBody = named('UpdateTrigger', Type.Object(
   {
     name: Type.Optional(Name),
     sourceId: Type.Optional(Uuid),
@@ -100,7 +100,7 @@ export const UpdateTriggerBody = Type.Object(
     type: Type.Optional(Type.Unknown()),
   },
   { additionalProperties: false },
-);
+));
 export type UpdateTriggerBody = Static<typeof UpdateTriggerBody>;
 
 export const ListTriggersQuery = Type.Object(
@@ -115,12 +115,12 @@ export const ListTriggersQuery = Type.Object(
 );
 export type ListTriggersQuery = Static<typeof ListTriggersQuery>;
 
-export const FireBody = Type.Object(
+export const FireBody = named('FireTrigger', Type.Object(
   {
     payload: Type.Optional(Type.Unknown({ description: 'context for the run (any JSON)' })),
     idempotencyKey: Type.Optional(Type.String({ minLength: 1, maxLength: 255, pattern: '^[\\x20-\\x7e]+$' })),
     autoStart: Type.Optional(Type.Boolean()),
   },
   { additionalProperties: false },
-);
+));
 export type FireBody = Static<typeof FireBody>;

@@ -1,12 +1,12 @@
 import { Type, type Static } from '@sinclair/typebox';
-import { Timestamp, Uuid } from '../../http/schemas/common.js';
+import { Timestamp, Uuid, named } from '../../http/schemas/common.js';
 
 /** How deliveries prove who sent them (DESIGN §7): an HMAC signature, or the secret as a bearer token. */
 export const WEBHOOK_AUTHS = ['signature', 'bearer'] as const;
 export type WebhookAuth = (typeof WEBHOOK_AUTHS)[number];
 export const WebhookAuthSchema = Type.Union(WEBHOOK_AUTHS.map((auth) => Type.Literal(auth)));
 
-export const WebhookView = Type.Object({
+export const WebhookView = named('Webhook', Type.Object({
   webhookId: Uuid,
   name: Type.String(),
   url: Type.String({ description: 'where the sending system POSTs its deliveries' }),
@@ -14,28 +14,28 @@ export const WebhookView = Type.Object({
   auth: WebhookAuthSchema,
   createdAt: Timestamp,
   updatedAt: Timestamp,
-});
+}));
 export type WebhookView = Static<typeof WebhookView>;
 
-export const CreatedWebhook = Type.Composite([
+export const CreatedWebhook = named('CreatedWebhook', Type.Composite([
   WebhookView,
   Type.Object({ secret: Type.String({ description: 'shown only in this answer; store it now' }) }),
-]);
+]));
 export type CreatedWebhook = Static<typeof CreatedWebhook>;
 
 const Name = Type.String({ minLength: 1, maxLength: 200 });
 
-export const CreateWebhookBody = Type.Object(
+export const CreateWebhookBody = named('CreateWebhook', Type.Object(
   {
     name: Name,
     active: Type.Optional(Type.Boolean()),
     auth: Type.Optional(WebhookAuthSchema),
   },
   { additionalProperties: false },
-);
+));
 export type CreateWebhookBody = Static<typeof CreateWebhookBody>;
 
-export const UpdateWebhookBody = Type.Object(
+export const UpdateWebhookBody = named('UpdateWebhook', Type.Object(
   {
     name: Type.Optional(Name),
     active: Type.Optional(Type.Boolean()),
@@ -43,5 +43,5 @@ export const UpdateWebhookBody = Type.Object(
     auth: Type.Optional(Type.Unknown()),
   },
   { additionalProperties: false },
-);
+));
 export type UpdateWebhookBody = Static<typeof UpdateWebhookBody>;
