@@ -7,9 +7,10 @@
  * passed during the pause ends at once. Clinical waits ("call two days after discharge") keep
  * their meaning; a pause never silently pushes them back.
  */
-import { DateTime, Duration } from 'luxon';
+import { DateTime } from 'luxon';
 import type { WaitWith } from '../modules/blueprints/blueprint.js';
 import { LAST_ISO_INSTANT_MS } from '../lib/clock.js';
+import { forwardDuration } from '../lib/iso-duration.js';
 
 export class TimerSettingError extends Error {}
 
@@ -19,10 +20,8 @@ export class TimerSettingError extends Error {}
  * before every other stored time, and a wait of P8000Y ended at once (an engine review).
  */
 export function afterDuration(now: Date, duration: string): string {
-  const parsed = Duration.fromISO(duration);
-  if (!parsed.isValid || parsed.toMillis() <= 0) {
-    throw new TimerSettingError(`"${duration}" is not an ISO 8601 duration longer than zero`);
-  }
+  const parsed = forwardDuration(duration);
+  if (!parsed) throw new TimerSettingError(`"${duration}" is not an ISO 8601 duration longer than zero (no part may be negative)`);
   const due = DateTime.fromJSDate(now, { zone: 'utc' }).plus(parsed);
   // Invalid: past what a date can hold at all (P999999999Y).
   return new Date(!due.isValid || due.toMillis() > LAST_ISO_INSTANT_MS ? LAST_ISO_INSTANT_MS : due.toMillis()).toISOString();

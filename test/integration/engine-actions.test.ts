@@ -121,6 +121,35 @@ describeEachStore('engine: API actions meet the worker', (env) => {
     expect((await getSteps(ws, runId))[0]).toMatchObject({ outcome: 'event', output: { payload: { n: 1 } } });
   });
 
+  it("a wait_for_event's timeout is a deadline: an event raised after it while the run was paused ends the wait as timeout; one raised before it, as event", async () => {
+    const ws = await env.workspace();
+    const subjectId = await patient(env, ws, 'p-late-ev');
+    const { triggerId } = await webTriggerFor(ws, chain('Late event', [
+      { id: 'w', automations: [{ id: 'visit', type: 'wait_for_event', with: { event: 'Encounter.finished', timeout: 'PT10M' } }] },
+    ]));
+    const late = await fire(ws, triggerId, { subject: { reference: 'Patient/p-late-ev' } });
+    const early = await fire(ws, triggerId, { subject: { reference: 'Patient/p-late-ev' } });
+    const worker = testWorker(env);
+    await worker.drain();
+    await act(ws, late, 'pause');
+    await act(ws, early, 'pause');
+    // The deadline is 10:10 after the wait began; one event comes at 5 minutes, one at 15.
+    clock.advance(5 * 60_000);
+    const raise = () => wakeRunsWaitingFor(env.db, { workspaceId: ws.workspaceId, subjectRecordId: subjectId, event: 'Encounter.finished', eventPayload: {}, at: clock.now().toISOString() });
+    expect(await raise()).toBe(2);
+    // The late run's wait forgets that event, so that only the one at 15 minutes reaches it.
+    await env.db.updateTable('run_event_waits').set({ received_at: null, received_event: null }).where('run_id', '=', late).execute();
+    clock.advance(10 * 60_000);
+    expect(await raise()).toBe(1);
+    await act(ws, late, 'resume');
+    await act(ws, early, 'resume');
+    await worker.drain();
+    expect((await getSteps(ws, late)).map((s) => [s.automationId, s.outcome, s.output])).toEqual([['visit', 'timeout', null]]);
+    expect((await getSteps(ws, early)).map((s) => [s.automationId, s.outcome])).toEqual([['visit', 'event']]);
+    expect((await getRun(ws, late)).automationStatus).toBe('completed');
+    expect(await env.db.selectFrom('run_event_waits').select('run_id').where('run_id', 'in', [late, early]).execute()).toEqual([]);
+  });
+
   it('an event for a run a worker holds keeps the lease and is seen before the run sleeps', async () => {
     const ws = await env.workspace();
     const subjectId = await patient(env, ws, 'p-held-ev');

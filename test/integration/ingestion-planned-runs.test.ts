@@ -13,7 +13,7 @@ describeEachStore(
   (env) => {
     const deps = (): RunStarterDeps => ({ db: env.db, dialect: env.container.store.dialect, runCreator: env.container.runCreator, now: () => clock.now() });
 
-    async function plan(count: number, owner: string, leaseExpiresAt: string): Promise<{ rows: PlannedRunRow[]; workspaceId: string }> {
+    async function plan(count: number, owner: string, leaseExpiresAt: string): Promise<{ rows: PlannedRunRow[]; workspaceId: string; ws: Awaited<ReturnType<typeof env.workspace>> }> {
       const ws = await env.workspace();
       const blueprint = await ws.importBlueprint(simpleBlueprint('Planned'));
       const trigger = (await ws.call('POST', '/v1/triggers', { body: { name: 'E', sourceId: blueprint.id, type: 'event', event: 'Task.ready' } })).json();
@@ -32,7 +32,7 @@ describeEachStore(
         plannedRun(row, context, { subjectRecordId: null, payloadJson: JSON.stringify({ n: i }), idempotencyKey: 'planned-key', origin: { via: 'test' } }),
       );
       await insertPlannedRuns(env.db, rows);
-      return { rows, workspaceId: ws.workspaceId };
+      return { rows, workspaceId: ws.workspaceId, ws };
     }
 
     const runsIn = async (workspaceId: string) => env.db.selectFrom('runs').select('id').where('workspace_id', '=', workspaceId).execute();
@@ -47,6 +47,26 @@ describeEachStore(
       // Asked again (a retry), nothing more happens.
       expect(await createPlannedRuns(deps(), 'me', rows.map((r) => r.id))).toBe(0);
       expect(await runsIn(workspaceId)).toHaveLength(5);
+    });
+
+    it('drops the planned runs of a trigger deleted or switched off since they were planned: no run is made after the change', async () => {
+      clock.set('2025-01-15T00:00:00.000Z');
+      for (const change of ['DELETE', 'PATCH'] as const) {
+        const { rows, workspaceId, ws } = await plan(3, 'me', '2025-01-15T00:01:00.000Z');
+        const url = `/v1/triggers/${rows[0].trigger_id}`;
+        const answer = change === 'DELETE' ? await ws.call('DELETE', url) : await ws.call('PATCH', url, { body: { active: false } });
+        expect(answer.statusCode, change).toBeLessThan(300);
+        expect(await createPlannedRuns(deps(), 'me', rows.map((r) => r.id))).toBe(0);
+        expect(await runsIn(workspaceId)).toHaveLength(0);
+        expect(await plannedIn(workspaceId)).toHaveLength(0);
+      }
+      // Rows of a dead process are dropped by the sweep the same way.
+      const { rows, workspaceId, ws } = await plan(2, 'dead-process', '2025-01-15T00:01:00.000Z');
+      await ws.call('DELETE', `/v1/triggers/${rows[0].trigger_id}`);
+      clock.set('2025-01-15T00:02:00.000Z');
+      expect(await sweepPlannedRuns(deps(), 'sweeper')).toBe(0);
+      expect(await runsIn(workspaceId)).toHaveLength(0);
+      expect(await plannedIn(workspaceId)).toHaveLength(0);
     });
 
     it("leaves another holder's rows alone until their lease runs out, then takes them over", async () => {

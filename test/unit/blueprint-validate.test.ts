@@ -471,13 +471,16 @@ describe('validateBlueprint: automations', () => {
       );
     });
 
-    it('needs an ISO 8601 duration longer than zero', () => {
-      for (const duration of ['2 days', 'PT0S', '-P1D', 'p1d', 5]) {
+    it('needs an ISO 8601 duration longer than zero with no negative part', () => {
+      // P-1M30DT1H: luxon counts the month as 30 days, "positive", and the wait ended 23 h before it began.
+      for (const duration of ['2 days', 'PT0S', '-P1D', 'p1d', 5, 'P-1M30DT1H', 'P1DT-1H', 'P0.00000001D']) {
         expectProblem(
           withAutomation({ type: 'wait', with: { duration } }),
-          `${at}with.duration must be an ISO 8601 duration longer than zero, such as PT1M or P2D, got ${JSON.stringify(duration)}`,
+          `${at}with.duration must be an ISO 8601 duration longer than zero with no negative part, such as PT1M or P2D, got ${JSON.stringify(duration)}`,
         );
       }
+      expectProblem(withAutomation({ type: 'wait_for_event', with: { event: 'Encounter.finished', timeout: 'P1MT-1H' } }), /with\.timeout must be an ISO 8601 duration longer than zero with no negative part/);
+      for (const duration of ['PT0.5S', 'P1M', 'P1Y2M3W4DT5H6M7.5S']) expectValid(withAutomation({ type: 'wait', with: { duration } }));
     });
 
     it('needs a local time and a valid time zone', () => {

@@ -39,6 +39,9 @@ describe('wait timers', () => {
     expect(afterDuration(new Date('2030-01-31T10:00:00Z'), 'P1M')).toBe('2030-02-28T10:00:00.000Z');
     expect(afterDuration(new Date('2030-01-01T00:00:00Z'), 'PT90S')).toBe('2030-01-01T00:01:30.000Z');
     expect(() => afterDuration(new Date(), 'soon')).toThrow(TimerSettingError);
+    // ISO 8601 has no negative parts; luxon reads them, and this one ended a wait 23 h before it began.
+    expect(() => afterDuration(new Date(), 'P-1M30DT1H')).toThrow(/no part may be negative/);
+    expect(() => afterDuration(new Date(), 'P0.00000001D')).toThrow(TimerSettingError);
     // Past the year 9999 a deadline is the last instant written with four digits: `+010026-…`
     // sorts before every stored time, and such a wait ended at once.
     expect(afterDuration(new Date('2026-11-27T04:52:34.140Z'), 'P7972Y')).toBe('9998-11-27T04:52:34.140Z');

@@ -2,7 +2,8 @@
  * `wait_for_event`: `{event, timeout}` for the run's subject. Starting the step records the wait
  * (run_event_waits) in the step's transaction; `wakeRunsWaitingFor` (event-waits.ts) stores the
  * event there and makes the run due. Waking ends the wait with outcome `event` (output: the
- * event as recorded) or `timeout` (output null).
+ * event as recorded) or `timeout` (output null). The timeout is a deadline: an event raised
+ * after it (the run paused, or no worker free) ends the wait as `timeout`.
  */
 import type { WaitForEventWith } from '../../modules/blueprints/blueprint.js';
 import { afterDuration, TimerSettingError } from '../timers.js';
@@ -36,11 +37,14 @@ export const waitForEventAutomation: AutomationHandler = {
         }),
     };
   },
-  wake(step, _open, reason, received) {
+  wake(step, open, reason, received) {
     const key = { runId: step.run.id, nodeId: step.nodeId };
     if (reason === 'event' && received) {
+      // The timeout is an absolute deadline: an event raised after it, while the run was paused
+      // or waited for a worker, comes too late, and the wait ends as it would have on time.
+      const inTime = open.dueAt == null || received.at <= open.dueAt;
       return {
-        result: { outcome: 'event', output: received.event },
+        result: inTime ? { outcome: 'event', output: received.event } : { outcome: 'timeout', output: null },
         write: async (tx) => {
           await deleteEventWait(tx, key, { onlyIfNoEvent: false });
         },

@@ -7,7 +7,8 @@
  * engine fills it and checks the filled settings with the same rules (`settingsProblems`), and a
  * value that breaks them errors the run at that node.
  */
-import { Duration, IANAZone } from 'luxon';
+import { IANAZone } from 'luxon';
+import { forwardDuration } from '../../lib/iso-duration.js';
 import { findPlaceholders, renderPlaceholders } from '../../lib/placeholders.js';
 import { HTTP_METHODS, TAG_SLUG, type AutomationType } from './blueprint.js';
 import { expressionProblem } from './expression.check.js';
@@ -219,9 +220,8 @@ function checkFail(w: WithObject, report: Report): void {
 
 function checkDuration(value: unknown, field: string, report: Report): void {
   if (deferred(value)) return;
-  const duration = typeof value === 'string' ? Duration.fromISO(value) : undefined;
-  if (!duration?.isValid || duration.toMillis() <= 0) {
-    report(`${field} must be an ISO 8601 duration longer than zero, such as PT1M or P2D, got ${show(value)}`);
+  if (typeof value !== 'string' || !forwardDuration(value)) {
+    report(`${field} must be an ISO 8601 duration longer than zero with no negative part, such as PT1M or P2D, got ${show(value)}`);
   }
 }
 

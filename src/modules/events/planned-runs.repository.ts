@@ -81,6 +81,17 @@ export async function existingRunIds(db: DbOrTx, ids: readonly string[]): Promis
   return found;
 }
 
+/**
+ * Those of these triggers that may still start runs: active and not deleted. A planned run of
+ * any other is dropped, not made (DESIGN: no new run is made from a deleted or inactive trigger).
+ */
+export async function liveTriggerIds(db: DbOrTx, ids: readonly string[]): Promise<Set<string>> {
+  const unique = [...new Set(ids)];
+  if (unique.length === 0) return new Set();
+  const rows = await db.selectFrom('triggers').select('id').where('id', 'in', unique).where('active', '=', 1).where('deleted_at', 'is', null).execute();
+  return new Set(rows.map((row) => row.id));
+}
+
 export const subjectKey = (triggerId: string, subjectRecordId: string): string => `${triggerId}\u0000${subjectRecordId}`;
 
 /**
