@@ -142,7 +142,8 @@ export function subjectlessEventProblem(name: string): string | null {
   const type = name.slice(0, name.indexOf('.'));
   if (name === 'Patient.deleted') return 'Patient.deleted is raised for no subject (the record goes with the Patient)';
   if (type === 'Patient' || rulesFromSchema().namingAPatient.has(type)) return null;
-  return `${name} is raised for no subject (a ${type} has no ${SUBJECT_ELEMENTS.join(', ')} or participant.actor element: it belongs to no patient)`;
+  const article = /^[AEIOU]/.test(type) ? 'an' : 'a';
+  return `${name} is raised for no subject (${article} ${type} has no ${SUBJECT_ELEMENTS.join(', ')} or participant.actor reference: it belongs to no patient)`;
 }
 
 /** Every event pattern: lifecycle events for each R4 type, and each status event a type can raise. */

@@ -44,18 +44,21 @@ export function statusOfTypes(schema: FhirSchema): Map<string, SchemaStatus> {
 }
 
 /**
- * The resource types that have an element able to point at a patient: one of `elements`
- * (`subject`, `patient`…), or a `participant` whose entries have an `actor` (Appointment). A
- * resource of any other type (Practitioner, Organization, Medication) never belongs to a patient.
+ * The resource types that have an element able to point at a patient the way the ingestion
+ * reads one (records.ts `subjectReferenceOf`): one of `elements` (`subject`, `patient`…) holding
+ * a single Reference, or a `participant` whose entries have an `actor` Reference (Appointment).
+ * A resource of any other type (Practitioner, Organization, Medication, and Account, whose
+ * `subject` is a list) never belongs to a patient.
  */
 export function typesWithPatientElements(schema: FhirSchema, elements: readonly string[]): Set<string> {
+  const isReference = (property: unknown) => (property as { $ref?: unknown } | undefined)?.$ref === '#/definitions/Reference';
   const out = new Set<string>();
   for (const type of Object.keys(schema.discriminator.mapping)) {
     const properties = schema.definitions[type]?.properties ?? {};
     const participant = properties.participant as { items?: { $ref?: string } } | undefined;
     const participantType = participant?.items?.$ref?.replace('#/definitions/', '');
-    const hasActor = participantType !== undefined && schema.definitions[participantType]?.properties?.actor !== undefined;
-    if (hasActor || elements.some((element) => properties[element] !== undefined)) out.add(type);
+    const hasActor = participantType !== undefined && isReference(schema.definitions[participantType]?.properties?.actor);
+    if (hasActor || elements.some((element) => isReference(properties[element]))) out.add(type);
   }
   return out;
 }

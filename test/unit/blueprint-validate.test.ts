@@ -534,13 +534,15 @@ describe('validateBlueprint: automations', () => {
     it('refuses events of types that never belong to a patient; takes types that name one by subject, patient, beneficiary or participant', () => {
       expectProblem(
         withAutomation({ type: 'wait_for_event', with: { event: 'Practitioner.updated', timeout: 'P1D' } }),
-        `${at}with.event Practitioner.updated is raised for no subject (a Practitioner has no subject, patient, beneficiary, individual or participant.actor element: it belongs to no patient), so it never wakes a wait; a trigger on it starts runs`,
+        `${at}with.event Practitioner.updated is raised for no subject (a Practitioner has no subject, patient, beneficiary, individual or participant.actor reference: it belongs to no patient), so it never wakes a wait; a trigger on it starts runs`,
       );
       expectProblem(
         withAutomation({ type: 'wait_for_event', with: { event: 'Organization.created', timeout: 'P1D' } }),
         /with\.event Organization\.created is raised for no subject/,
       );
       expectProblem(withAutomation({ type: 'wait_for_event', with: { event: 'Medication.active' } }), /Medication\.active is raised for no subject/);
+      // Account's subject is a list, which the ingestion does not read a patient from.
+      expectProblem(withAutomation({ type: 'wait_for_event', with: { event: 'Account.updated' } }), /Account\.updated is raised for no subject \(an Account has no/);
       for (const event of ['Observation.final', 'AllergyIntolerance.created', 'Coverage.active', 'Appointment.booked', 'Device.active', 'Patient.updated']) {
         expectValid(withAutomation({ type: 'wait_for_event', with: { event, timeout: 'P1D' } }));
       }
