@@ -26,13 +26,7 @@
  * The list of safe functions is an allow-list: a function not named here (a new one in a later
  * fhirpath.js) counts as one that may grow faster, which only costs the time box.
  */
-import fhirpath from 'fhirpath';
-
-interface SyntaxNode {
-  type: string;
-  text?: string;
-  children?: SyntaxNode[];
-}
+import type { SyntaxNode } from './fhirpath-syntax.js';
 
 /** Functions whose argument is evaluated once per item of their input. */
 const PER_ITEM_FUNCTIONS = new Set(['where', 'select', 'all', 'exists']);
@@ -71,11 +65,11 @@ const LINEAR_WITH_CONSTANT_ARGUMENTS = new Set(['replace', 'replaceMatches', 'la
 const DATA_TERMS = new Set(['MemberInvocation', 'ThisInvocation', 'IndexInvocation']);
 
 /**
- * True when `text` (which must compile) may cost more than in proportion to its data.
- * Decided conservatively: unknown constructs count as costly.
+ * True when the expression (its syntax tree: fhirpath-syntax.ts) may cost more than in
+ * proportion to its data. Decided conservatively: unknown constructs count as costly.
  */
-export function mayGrowFasterThanData(text: string): boolean {
-  return costly(fhirpath.parse(text) as SyntaxNode, false);
+export function mayGrowFasterThanData(syntax: SyntaxNode): boolean {
+  return costly(syntax, false);
 }
 
 /** Whether `node` is costly; `perItem` when it runs once per item of an enclosing function's input. */

@@ -20,6 +20,7 @@
 import fhirpath, { type UserInvocationTable } from 'fhirpath';
 import { RE2JS } from 're2js';
 import { runWithin, TimeBoxExceeded } from './time-box.js';
+import type { SyntaxNode } from './fhirpath-syntax.js';
 
 /**
  * Compiled patterns by flags and text; a pattern is compiled once (about 20 µs), then reused. A
@@ -176,20 +177,14 @@ export const linearTimeRegexFunctions = {
 
 const PATTERN_FUNCTIONS = new Set(Object.keys(linearTimeRegexFunctions));
 
-interface AstNode {
-  type: string;
-  text?: string;
-  children?: AstNode[];
-}
-
 /**
  * What is wrong with a pattern written as a string literal in an expression
  * (`code.matches('(?=x)')`), or undefined. An expression's check runs it on an empty run
  * context, where such a function never gets to its pattern; this looks at the pattern itself.
  */
-export function constantPatternProblem(expression: string): string | undefined {
+export function constantPatternProblem(syntax: SyntaxNode): string | undefined {
   let problem: string | undefined;
-  const visit = (node: AstNode): void => {
+  const visit = (node: SyntaxNode): void => {
     if (problem !== undefined) return;
     if (node.type === 'Functn' && node.text !== undefined && PATTERN_FUNCTIONS.has(node.text)) {
       const parameters = node.children?.find((child) => child.type === 'ParamList')?.children ?? [];
@@ -197,11 +192,11 @@ export function constantPatternProblem(expression: string): string | undefined {
     }
     for (const child of node.children ?? []) visit(child);
   };
-  visit(fhirpath.parse(expression) as AstNode);
+  visit(syntax);
   return problem;
 }
 
-function literalPatternProblem(functionName: string, parameters: AstNode[]): string | undefined {
+function literalPatternProblem(functionName: string, parameters: SyntaxNode[]): string | undefined {
   const [pattern, flags] = parameters.map(stringLiteralValue);
   if (pattern === undefined) return undefined;
   try {
@@ -213,7 +208,7 @@ function literalPatternProblem(functionName: string, parameters: AstNode[]): str
 }
 
 /** A parameter written as one string literal, unescaped by fhirpath.js itself; otherwise undefined. */
-function stringLiteralValue(parameter: AstNode): string | undefined {
+function stringLiteralValue(parameter: SyntaxNode): string | undefined {
   const term = parameter.type === 'TermExpression' ? parameter.children?.[0] : undefined;
   const literal = term?.type === 'LiteralTerm' ? term.children?.[0] : undefined;
   if (literal?.type !== 'StringLiteral' || literal.text === undefined) return undefined;

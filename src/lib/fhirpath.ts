@@ -32,6 +32,7 @@ import fhirpath from 'fhirpath';
 import { runWithin, TimeBoxExceeded } from './time-box.js';
 import { linearTimeRegexFunctions } from './fhirpath-regex.js';
 import { mayGrowFasterThanData } from './fhirpath-cost.js';
+import { parseSyntax, type SyntaxNode } from './fhirpath-syntax.js';
 
 /** The root an expression sees. `steps.<automationId>` = `{outcome, output}`. */
 export interface ExpressionContext {
@@ -81,9 +82,15 @@ export class ExpressionEvaluationError extends Error {
 }
 
 export function compileExpression(text: string): CompiledExpression {
+  return compileWithSyntax(text).compiled;
+}
+
+/** The compiled expression and its syntax tree, for a caller that checks its shape too (one parse for all). */
+export function compileWithSyntax(text: string): { compiled: CompiledExpression; syntax: SyntaxNode } {
   if (text.trim() === '') throw new ExpressionSyntaxError(text, 'the expression is empty');
+  let run: (root: unknown) => unknown;
   try {
-    const run = fhirpath.compile(text, undefined, {
+    run = fhirpath.compile(text, undefined, {
       async: false,
       resolveInternalTypes: false,
       userInvocationTable: linearTimeRegexFunctions,
@@ -92,10 +99,11 @@ export function compileExpression(text: string): CompiledExpression {
       // returns its input, so an expression written with it still runs.
       traceFn: discardTrace,
     });
-    return { text, evaluator: (root) => run(root) as unknown[], timeBoxed: mayGrowFasterThanData(text) };
   } catch (error) {
     throw new ExpressionSyntaxError(text, describeParserError(error));
   }
+  const syntax = parseSyntax(text);
+  return { compiled: { text, evaluator: (root) => run(root) as unknown[], timeBoxed: mayGrowFasterThanData(syntax) }, syntax };
 }
 
 function discardTrace(): void {}

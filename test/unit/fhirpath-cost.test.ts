@@ -1,5 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { mayGrowFasterThanData } from '../../src/lib/fhirpath-cost.js';
+import { mayGrowFasterThanData as fromSyntax } from '../../src/lib/fhirpath-cost.js';
+import { parseSyntax } from '../../src/lib/fhirpath-syntax.js';
+
+const mayGrowFasterThanData = (text: string) => fromSyntax(parseSyntax(text));
 
 describe('mayGrowFasterThanData', () => {
   it.each([

@@ -1,6 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { compileExpression, evaluate, type ExpressionContext } from '../../src/lib/fhirpath.js';
-import { constantPatternProblem } from '../../src/lib/fhirpath-regex.js';
+import { constantPatternProblem as patternProblemOf } from '../../src/lib/fhirpath-regex.js';
+import { parseSyntax } from '../../src/lib/fhirpath-syntax.js';
+
+const constantPatternProblem = (text: string) => patternProblemOf(parseSyntax(text));
 
 function context(payload: unknown): ExpressionContext {
   return { payload, subject: {}, steps: {}, vars: {} };

@@ -1,5 +1,5 @@
 import {
-  compileExpression,
+  compileWithSyntax,
   evaluate,
   ExpressionEvaluationError,
   ExpressionSyntaxError,
@@ -7,6 +7,7 @@ import {
   type CompiledExpression,
 } from '../../lib/fhirpath.js';
 import { constantPatternProblem } from '../../lib/fhirpath-regex.js';
+import type { SyntaxNode } from '../../lib/fhirpath-syntax.js';
 import { runWithin, TimeBoxExceeded } from '../../lib/time-box.js';
 
 /**
@@ -39,15 +40,16 @@ export function conditionProblem(text: string): string | undefined {
 
 function problemOf(text: string, condition: boolean): string | undefined {
   let compiled: CompiledExpression;
+  let syntax: SyntaxNode;
   try {
-    compiled = compileExpression(text);
+    ({ compiled, syntax } = compileWithSyntax(text));
   } catch (error) {
     if (error instanceof ExpressionSyntaxError) return `does not compile: ${error.detail}`;
     throw error;
   }
   let pattern: string | undefined;
   try {
-    pattern = runWithin(() => constantPatternProblem(text), CHECK_TIMEOUT_MS);
+    pattern = runWithin(() => constantPatternProblem(syntax), CHECK_TIMEOUT_MS);
   } catch (error) {
     if (error instanceof TimeBoxExceeded) return `takes longer than ${CHECK_TIMEOUT_MS} ms to check its regular expressions; simplify them`;
     throw error;
