@@ -1,3 +1,4 @@
+import { Readable } from 'node:stream';
 import { afterAll, expect, it } from 'vitest';
 import { createContainer, type Container } from '../../src/container.js';
 import { loadConfig } from '../../src/config.js';
@@ -64,6 +65,38 @@ describeEachStore(
       const answers = await Promise.all(Array.from({ length: BUDGET + 4 }, () => ws.call('GET', '/v1/me')));
       const statuses = answers.map((res) => res.statusCode).sort();
       expect(statuses).toEqual([...Array<number>(BUDGET).fill(200), 429, 429, 429, 429]);
+    });
+
+    it('weighs a body: one token more for each full 64 KiB, declared or read, at most the whole budget', async () => {
+      const ws = await env.workspace();
+      const remaining = (res: { headers: Record<string, unknown> }) => Number(res.headers['ratelimit-remaining']);
+      // 3 × 64 KiB and a little: four tokens, whatever the answer (here a 400: the name is too long).
+      const heavy = JSON.stringify({ name: 'x'.repeat(3 * 65_536), resourceType: 'Patient' });
+      const refusedName = await ws.call('POST', '/v1/queries', { payload: heavy, headers: { 'content-type': 'application/json' } });
+      expect(refusedName.statusCode).toBe(400);
+      expect(remaining(refusedName)).toBe(BUDGET - 4);
+      expect(remaining(await ws.call('GET', '/v1/me'))).toBe(BUDGET - 5);
+
+      // Sent without Content-Length (chunked), it is weighed once read.
+      const chunked = await env.workspace();
+      const streamed = await env.app.inject({
+        method: 'POST',
+        url: '/v1/queries',
+        headers: { authorization: `Bearer ${chunked.key}`, 'content-type': 'application/json' },
+        payload: Readable.from([Buffer.from(heavy)]),
+      });
+      expect(streamed.statusCode).toBe(400);
+      expect(remaining(await chunked.call('GET', '/v1/me'))).toBe(BUDGET - 5);
+
+      // Heavier than the budget: it takes the whole of it, so it passes only with the bucket full.
+      const whole = await env.workspace();
+      const huge = JSON.stringify({ name: 'x'.repeat(10 * 65_536), resourceType: 'Patient' });
+      const first = await whole.call('POST', '/v1/queries', { payload: huge, headers: { 'content-type': 'application/json' } });
+      expect(first.statusCode).toBe(400);
+      expect(remaining(first)).toBe(0);
+      const next = await whole.call('GET', '/v1/me');
+      expect(next.statusCode).toBe(429);
+      expect(next.json()).toMatchObject({ code: 'rate_limited', requestId: expect.any(String) });
     });
 
     it('gives each key a budget of its own, within one workspace too', async () => {

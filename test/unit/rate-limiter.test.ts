@@ -28,6 +28,16 @@ describe('MemoryRateLimiter', () => {
     ]);
   });
 
+  it('takes a weighted call whole or not at all, waits for all its tokens, and weighs no call above the bucket', async () => {
+    const { at, limiter } = clock();
+    expect(await limiter.take('key-a', 4)).toMatchObject({ allowed: true, remaining: 2 });
+    // Two tokens left: a call of three is refused, takes none, and hears when three are back (10 s).
+    expect(await limiter.take('key-a', 3)).toEqual({ allowed: false, limit: 6, remaining: 2, resetSeconds: 40, retryAfterSeconds: 10 });
+    expect(await limiter.take('key-a', 2)).toMatchObject({ allowed: true, remaining: 0 });
+    at.ms += 60_000;
+    expect(await limiter.take('key-a', 1_000)).toMatchObject({ allowed: true, remaining: 0 });
+  });
+
   it('refuses the call past the budget with the seconds until one token is back', async () => {
     const { limiter } = clock();
     for (let i = 0; i < 6; i++) await limiter.take('key-a');

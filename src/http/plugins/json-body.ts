@@ -15,6 +15,13 @@ import { mayHoldUnstorableText, unstorableTextProblem } from '../../lib/storable
  * (U+0000, an unpaired surrogate: lib/storable-text.ts) is refused (400) in bodies, query strings
  * and paths alike.
  */
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The JSON body's length in characters, once read (the rate limit weighs a body sent without Content-Length by it). */
+    bodyChars?: number;
+  }
+}
+
 export function acceptJsonOnly(app: FastifyInstance): void {
   // After the key is checked (onRequest): a caller without one hears 401 first, whatever it sent.
   app.addHook('preParsing', async (request) => {
@@ -32,8 +39,9 @@ export function acceptJsonOnly(app: FastifyInstance): void {
     if (text === '') return done(null, undefined);
     done(new ApiError('unsupported_media_type', NOT_JSON), undefined);
   });
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, (_request, text, done) => {
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, text, done) => {
     const body = text as string;
+    request.bodyChars = body.length;
     if (body.trim() === '') return done(null, undefined);
     if (jsonNestsDeeperThan(body)) {
       return done(new ApiError('invalid_request', `request body nests objects and arrays deeper than ${MAX_JSON_DEPTH} levels`), undefined);

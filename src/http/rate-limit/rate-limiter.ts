@@ -4,7 +4,9 @@ import type { RateLimitSetting } from '../../config.js';
 
 /**
  * Token buckets, one per API key and one per webhook endpoint (DESIGN §2). A bucket holds at most
- * `requests` tokens and refills at `requests / perSeconds` tokens a second; a call takes one.
+ * `requests` tokens and refills at `requests / perSeconds` tokens a second; a call takes one, or
+ * `cost` tokens when it weighs more (a large body: plugins/authenticate.ts), at most a full
+ * bucket.
  */
 export interface RateDecision {
   allowed: boolean;
@@ -12,23 +14,28 @@ export interface RateDecision {
   remaining: number;
   /** seconds until the bucket is full again */
   resetSeconds: number;
-  /** seconds until one token is back (for Retry-After) */
+  /** seconds until the call's tokens are back (for Retry-After) */
   retryAfterSeconds: number;
 }
 
 export interface RateLimiter {
-  take(bucket: string): Promise<RateDecision>;
+  take(bucket: string, cost?: number): Promise<RateDecision>;
 }
 
-function decision(setting: RateLimitSetting, tokens: number, allowed: boolean): RateDecision {
+function decision(setting: RateLimitSetting, tokens: number, allowed: boolean, cost = 1): RateDecision {
   const perMs = setting.requests / (setting.perSeconds * 1000);
   return {
     allowed,
     limit: setting.requests,
     remaining: Math.max(0, Math.floor(tokens)),
     resetSeconds: Math.ceil((setting.requests - tokens) / perMs / 1000),
-    retryAfterSeconds: Math.max(1, Math.ceil((1 - tokens) / perMs / 1000)),
+    retryAfterSeconds: Math.max(1, Math.ceil((cost - tokens) / perMs / 1000)),
   };
+}
+
+/** A call's tokens: a whole number from 1 to the bucket's size (a call that costs more could never pass). */
+function tokensFor(setting: RateLimitSetting, cost: number): number {
+  return Math.min(setting.requests, Math.max(1, Math.floor(cost)));
 }
 
 /** One process owns the budget (the SQLite deployment). */
@@ -39,15 +46,16 @@ export class MemoryRateLimiter implements RateLimiter {
     private readonly nowMs: () => number = Date.now,
   ) {}
 
-  async take(bucket: string): Promise<RateDecision> {
+  async take(bucket: string, cost = 1): Promise<RateDecision> {
+    const needed = tokensFor(this.setting, cost);
     const now = this.nowMs();
     const perMs = this.setting.requests / (this.setting.perSeconds * 1000);
     const state = this.buckets.get(bucket) ?? { tokens: this.setting.requests, updatedMs: now };
     const refilled = Math.min(this.setting.requests, state.tokens + Math.max(0, now - state.updatedMs) * perMs);
-    const allowed = refilled >= 1;
-    const tokens = allowed ? refilled - 1 : refilled;
+    const allowed = refilled >= needed;
+    const tokens = allowed ? refilled - needed : refilled;
     this.buckets.set(bucket, { tokens, updatedMs: now });
-    return decision(this.setting, tokens, allowed);
+    return decision(this.setting, tokens, allowed, needed);
   }
 }
 
@@ -84,24 +92,25 @@ export class PostgresRateLimiter implements RateLimiter {
    * 2026-11-26 a caller gave up after three renewals of a chunk each, and 30 concurrent fires
    * through two processes, with 40 tokens in the budget, drew 13 refusals.
    */
-  async take(bucket: string): Promise<RateDecision> {
+  async take(bucket: string, cost = 1): Promise<RateDecision> {
+    const needed = tokensFor(this.setting, cost);
     let askedStore = false;
     for (;;) {
       const lease = this.leases.get(bucket);
       const live = lease !== undefined && this.nowMs() < lease.expiresMs;
-      if (live && lease.tokens >= 1) {
-        lease.tokens -= 1;
-        return decision(this.setting, lease.tokens + lease.shared, true);
+      if (live && lease.tokens >= needed) {
+        lease.tokens -= needed;
+        return decision(this.setting, lease.tokens + lease.shared, true, needed);
       }
-      if (askedStore && live && lease.granted < 1) return decision(this.setting, lease.shared, false);
-      await this.renewal(bucket);
+      if (askedStore && live && lease.granted < needed) return decision(this.setting, lease.tokens + lease.shared, false, needed);
+      await this.renewal(bucket, needed);
       askedStore = true;
     }
   }
 
   /** One lease request per bucket at a time; callers that come meanwhile wait for it and look again. */
-  private async renewal(bucket: string): Promise<void> {
-    this.waiting.set(bucket, (this.waiting.get(bucket) ?? 0) + 1);
+  private async renewal(bucket: string, needed: number): Promise<void> {
+    this.waiting.set(bucket, (this.waiting.get(bucket) ?? 0) + needed);
     try {
       let pending = this.inFlight.get(bucket);
       if (!pending) {
@@ -111,7 +120,7 @@ export class PostgresRateLimiter implements RateLimiter {
       }
       await pending;
     } finally {
-      const left = (this.waiting.get(bucket) ?? 1) - 1;
+      const left = (this.waiting.get(bucket) ?? needed) - needed;
       if (left > 0) this.waiting.set(bucket, left);
       else this.waiting.delete(bucket);
     }
