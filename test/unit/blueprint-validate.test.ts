@@ -2,7 +2,7 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { parseBlueprintFile } from '../../src/modules/blueprints/blueprint.parse.js';
-import { BlueprintError, validateBlueprint } from '../../src/modules/blueprints/blueprint.validate.js';
+import { BLUEPRINT_LIMITS, BlueprintError, validateBlueprint } from '../../src/modules/blueprints/blueprint.validate.js';
 import { SHARED_EXAMPLE_BLUEPRINTS } from '../helpers/shared-files.js';
 
 type Json = Record<string, any>;
@@ -371,15 +371,36 @@ describe('validateBlueprint: the graph', () => {
     expectProblem(input, 'node "island-end": not reachable from the start node');
   });
 
-  it('copes with a long chain of nodes', () => {
-    const count = 20_000;
-    const nodes = [{ id: 'start', kind: 'start' }];
-    const links = [];
-    for (let i = 1; i <= count; i++) {
-      nodes.push({ id: `n${i}`, kind: i === count ? 'end' : 'action' });
+  const chainOf = (count: number) => {
+    const nodes: Record<string, unknown>[] = [{ id: 'start', kind: 'start' }];
+    const links: Record<string, unknown>[] = [];
+    for (let i = 1; i < count; i++) {
+      nodes.push({ id: `n${i}`, kind: i === count - 1 ? 'end' : 'action' });
       links.push({ from: i === 1 ? 'start' : `n${i - 1}`, to: `n${i}` });
     }
-    expectValid({ name: 'Long', nodes, links });
+    return { name: 'Long', nodes, links };
+  };
+
+  it('takes a chain as long as the limit allows, and refuses a longer one naming the count', () => {
+    expectValid(chainOf(BLUEPRINT_LIMITS.nodes));
+    expectProblem(chainOf(BLUEPRINT_LIMITS.nodes + 1), `nodes: ${BLUEPRINT_LIMITS.nodes + 1}, at most ${BLUEPRINT_LIMITS.nodes}`);
+    // A resource review: 20,000 nodes ran at 17 steps a second and held the worker for minutes.
+    expectProblem(chainOf(20_000), 'nodes: 20000, at most 500');
+  });
+
+  it('refuses too many links, swimlanes or automations in a node, and nesting deeper than a JSON body may', () => {
+    const dense = chainOf(3);
+    dense.links = Array.from({ length: BLUEPRINT_LIMITS.links + 1 }, () => ({ from: 'start', to: 'n1' }));
+    expectProblem(dense, `links: ${BLUEPRINT_LIMITS.links + 1}, at most ${BLUEPRINT_LIMITS.links}`);
+    const lanes = { ...chainOf(3), swimlanes: Array.from({ length: 101 }, (_, i) => ({ id: `l${i}`, name: `Lane ${i}` })) };
+    expectProblem(lanes, 'swimlanes: 101, at most 100');
+    const busy = chainOf(3);
+    busy.nodes[1].automations = Array.from({ length: 26 }, (_, i) => ({ id: `a${i}`, type: 'stop' }));
+    expectProblem(busy, 'node "n1": automations: 26, at most 25');
+    const deep = withAutomation({ type: 'http', with: { method: 'POST', url: 'https://example.org/x', body: {} } });
+    let level: Record<string, unknown> = node(deep, 'extra').automations[0].with.body;
+    for (let i = 0; i < 5000; i++) level = level.next = {};
+    expectProblem(deep, 'the blueprint nests objects and lists deeper than 100 levels');
   });
 });
 

@@ -20,6 +20,7 @@ import { checkAutomationWith, type Report } from './automation.validate.js';
 import { graphProblems, kindPhrase, type GraphLink, type GraphNode } from './blueprint.graph.js';
 import { conditionProblem } from './expression.check.js';
 import { unstorableTextProblem } from '../../lib/storable-text.js';
+import { MAX_JSON_DEPTH, valueNestsDeeperThan } from '../../lib/json-depth.js';
 
 export class BlueprintError extends Error {
   constructor(readonly problems: string[]) {
@@ -37,6 +38,12 @@ const AUTOMATION_FIELDS = ['id', 'type', 'with'];
 const LINK_FIELDS = ['from', 'to', 'when'];
 const MAX_ID_LENGTH = 100;
 const MAX_NAME_LENGTH = 200;
+/**
+ * How large a blueprint may be. Care pathways have tens of nodes; a run's state is rewritten at
+ * each step and grows with the graph, so a 10,000-node blueprint ran at 17 steps a second and
+ * held the worker for minutes (a resource review). Refused at import, with the count named.
+ */
+export const BLUEPRINT_LIMITS = { nodes: 500, links: 2000, swimlanes: 100, automationsPerNode: 25 } as const;
 /** Kinds that only route: their work is choosing or ending, never running automations. */
 const NO_AUTOMATIONS: readonly NodeKind[] = ['start', 'decision', 'end', 'stop'];
 
@@ -51,6 +58,12 @@ export function validateBlueprint(input: unknown): Blueprint {
   for (const key of Object.keys(input)) {
     if (!BLUEPRINT_FIELDS.includes(key)) problems.push(`unknown top-level field "${key}"`);
   }
+  // Before anything is checked item by item: a blueprint past the limits is refused at once,
+  // and so is one nested deeper than JSON bodies may be (5,000 levels in a `with` overflowed
+  // the stack of the checks below: "Maximum call stack size exceeded", naming nothing).
+  const tooLarge = sizeProblems(input);
+  if (valueNestsDeeperThan(input, MAX_JSON_DEPTH)) tooLarge.push(`the blueprint nests objects and lists deeper than ${MAX_JSON_DEPTH} levels`);
+  if (tooLarge.length > 0) throw new BlueprintError(tooLarge);
   if (!isName(input.name)) problems.push(`name must be 1 to ${MAX_NAME_LENGTH} characters of text`);
   // PostgreSQL keeps no U+0000 (an import failed with the driver's words, naming no field) and
   // SQLite kept it: refused on both, naming the place (lib/storable-text.ts).
@@ -67,6 +80,25 @@ export function validateBlueprint(input: unknown): Blueprint {
 
   if (problems.length > 0) throw new BlueprintError(problems);
   return toBlueprint(input);
+}
+
+function sizeProblems(input: Fields): string[] {
+  const problems: string[] = [];
+  const count = (value: unknown) => (Array.isArray(value) ? value.length : 0);
+  const over = (what: string, found: number, most: number) => {
+    if (found > most) problems.push(`${what}: ${found}, at most ${most}`);
+  };
+  over('nodes', count(input.nodes), BLUEPRINT_LIMITS.nodes);
+  over('links', count(input.links), BLUEPRINT_LIMITS.links);
+  over('swimlanes', count(input.swimlanes), BLUEPRINT_LIMITS.swimlanes);
+  if (Array.isArray(input.nodes)) {
+    input.nodes.forEach((node: unknown, index) => {
+      if (!isObject(node)) return;
+      const name = isId(node.id) ? `node "${node.id}"` : `node ${index + 1}`;
+      over(`${name}: automations`, count(node.automations), BLUEPRINT_LIMITS.automationsPerNode);
+    });
+  }
+  return problems;
 }
 
 function checkTags(tags: unknown, report: Report): void {

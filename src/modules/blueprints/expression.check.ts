@@ -16,6 +16,8 @@ import { runWithin, TimeBoxExceeded } from '../../lib/time-box.js';
  * hold the thread that serves every workspace each time it ran.
  */
 const CHECK_TIMEOUT_MS = 250;
+/** How long parsing may take: an ordinary expression parses in a few milliseconds. */
+const PARSE_TIMEOUT_MS = 500;
 
 /**
  * What is wrong with a FHIRPath expression written in a blueprint, or undefined when nothing is.
@@ -38,13 +40,25 @@ export function conditionProblem(text: string): string | undefined {
   return problemOf(text, true);
 }
 
+/**
+ * The longest expression taken, as an event trigger's `when` (its schema). Parsing costs about
+ * 0.2 ms a character of a long expression, on the thread that serves everyone, before anything
+ * can be time-boxed.
+ */
+export const MAX_EXPRESSION_LENGTH = 2000;
+
 function problemOf(text: string, condition: boolean): string | undefined {
+  if (text.length > MAX_EXPRESSION_LENGTH) return `is ${text.length} characters long; at most ${MAX_EXPRESSION_LENGTH}`;
   let compiled: CompiledExpression;
   let syntax: SyntaxNode;
   try {
-    ({ compiled, syntax } = compileWithSyntax(text));
+    // Parsed twice (fhirpath.js's compile, and the tree the checks below read), at up to 0.2 ms
+    // a character of a long chain such as `1+1+…`: boxed too, so one save holds the thread
+    // that serves everyone at most this long.
+    ({ compiled, syntax } = runWithin(() => compileWithSyntax(text), PARSE_TIMEOUT_MS));
   } catch (error) {
     if (error instanceof ExpressionSyntaxError) return `does not compile: ${error.detail}`;
+    if (error instanceof TimeBoxExceeded) return `takes longer than ${PARSE_TIMEOUT_MS} ms to parse; shorten it`;
     throw error;
   }
   let pattern: string | undefined;
