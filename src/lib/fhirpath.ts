@@ -104,9 +104,19 @@ export function compileWithSyntax(text: string): { compiled: CompiledExpression;
   }
   // Without a call or a `|` nothing can cost more than its data, and no pattern is written:
   // the second parse is spared for the commonest expressions (`payload.riskScore > 5`).
-  const syntax = /[(|]/.test(text) ? parseSyntax(text) : SIMPLE_PATH;
-  return { compiled: { text, evaluator: (root) => run(root) as unknown[], timeBoxed: mayGrowFasterThanData(syntax) }, syntax };
+  try {
+    const syntax = /[(|]/.test(text) ? parseSyntax(text) : SIMPLE_PATH;
+    return { compiled: { text, evaluator: (root) => run(root) as unknown[], timeBoxed: mayGrowFasterThanData(syntax) }, syntax };
+  } catch (error) {
+    // The tree is walked recursively: 990 parentheses within one another overflowed the stack,
+    // and a trigger save answered 500 (a verification round).
+    if (error instanceof RangeError) throw new ExpressionSyntaxError(text, TOO_DEEP);
+    throw error;
+  }
 }
+
+/** Why an expression whose nesting overflows the stack is refused. */
+export const TOO_DEEP = 'it nests too deeply (parentheses, operators or calls within one another)';
 
 function discardTrace(): void {}
 

@@ -470,6 +470,7 @@ describe('admin argv', () => {
     [['key', 'revoke'], /<keyId> is required/],
     [['key', 'revoke', 'a', 'b'], /unexpected argument "b"/],
     [['webhook', 'rotate-secret', 'w', '--overlap', '24h'], /--overlap must be an ISO 8601 duration/],
+    [['webhook', 'rotate-secret', 'w', '--overlap', 'P-1M30DT1H'], /--overlap must be an ISO 8601 duration/],
     [['webhook', 'rotate-secret', 'w', '--overlap', 'P1000Y'], /--overlap may be at most P30D/],
     [['webhook', 'rotate-secret', 'w', '--overlap', 'P31D'], /--overlap may be at most P30D/],
   ])('refuses %j as wrong usage', (argv, message) => {

@@ -210,6 +210,19 @@ describe('an expression whose cost grows faster than its data', () => {
   });
 });
 
+describe('an expression nested very deeply', () => {
+  it('compiles or is refused as a syntax error, never overflows the caller', () => {
+    for (const depth of [500, 990, 2000, 5000]) {
+      const text = `${'('.repeat(depth)}1${')'.repeat(depth)} = 1`;
+      try {
+        compileExpression(text);
+      } catch (error) {
+        expect(error, String(depth)).toBeInstanceOf(ExpressionSyntaxError);
+      }
+    }
+  });
+});
+
 describe('trace()', () => {
   afterEach(() => vi.restoreAllMocks());
 

@@ -36,7 +36,9 @@ export const MAX_OVERLAP_DAYS = 30;
 /** An ISO 8601 duration (`PT24H`, `P2D`, `PT0S` to end the old secret at once) in milliseconds. */
 export function parseOverlap(text: string): number {
   const duration = Duration.fromISO(text);
-  const ms = duration.isValid ? duration.toMillis() : Number.NaN;
+  // ISO 8601 has no negative parts; luxon reads them (`P-1M30DT1H` is 1 h by its measure).
+  const negativePart = duration.isValid && Object.values(duration.toObject()).some((part) => part < 0);
+  const ms = duration.isValid && !negativePart ? duration.toMillis() : Number.NaN;
   if (!Number.isFinite(ms) || ms < 0) {
     throw new UsageError(`--overlap must be an ISO 8601 duration such as PT24H or PT0S, got "${text}"`);
   }

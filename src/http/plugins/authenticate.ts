@@ -99,16 +99,24 @@ export function requireApiKey(app: FastifyInstance, container: Container): void 
     request.ctx = { ...key, requestId: request.id };
   });
 
+  // A body that came without Content-Length pays for its weight once read: before the route
+  // runs, or, when it was refused as it was read (not JSON, too deep), after the answer.
+  const weighUndeclaredBody = async (request: FastifyRequest) => {
+    const bytes = request.undeclaredBodyBytes;
+    request.undeclaredBodyBytes = undefined;
+    const extra = tokensForBody(bytes ?? 0) - 1;
+    return extra > 0 && request.ctx ? container.rateLimiter.take(`key:${request.ctx.keyId}`, extra) : undefined;
+  };
   app.addHook('preValidation', async (request, reply) => {
-    if (request.headers['content-length'] !== undefined || !request.ctx) return;
-    const extra = tokensForBody(request.bodyChars ?? 0) - 1;
-    if (extra <= 0) return;
-    const decision = await container.rateLimiter.take(`key:${request.ctx.keyId}`, extra);
+    const decision = await weighUndeclaredBody(request);
+    if (!decision) return;
     setRateLimitHeaders(reply, decision);
     if (!decision.allowed) throw rateLimitedError(decision);
   });
 
   app.addHook('onResponse', async (request, reply) => {
+    // The answer is sent: a store that failed to count is not worth an error now.
+    await weighUndeclaredBody(request).catch(() => undefined);
     if (request.ctx && reply.statusCode < 400) container.keyUsage.record(request.ctx.keyId);
   });
 }

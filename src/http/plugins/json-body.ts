@@ -17,8 +17,8 @@ import { mayHoldUnstorableText, unstorableTextProblem } from '../../lib/storable
  */
 declare module 'fastify' {
   interface FastifyRequest {
-    /** The JSON body's length in characters, once read (the rate limit weighs a body sent without Content-Length by it). */
-    bodyChars?: number;
+    /** A JSON body's length in bytes, once read, when it came without Content-Length (chunked): the rate limit weighs it by this. */
+    undeclaredBodyBytes?: number;
   }
 }
 
@@ -41,7 +41,7 @@ export function acceptJsonOnly(app: FastifyInstance): void {
   });
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, text, done) => {
     const body = text as string;
-    request.bodyChars = body.length;
+    if (request.headers['content-length'] === undefined) request.undeclaredBodyBytes = Buffer.byteLength(body);
     if (body.trim() === '') return done(null, undefined);
     if (jsonNestsDeeperThan(body)) {
       return done(new ApiError('invalid_request', `request body nests objects and arrays deeper than ${MAX_JSON_DEPTH} levels`), undefined);

@@ -4,6 +4,7 @@ import {
   ExpressionEvaluationError,
   ExpressionSyntaxError,
   notOneBoolean,
+  TOO_DEEP,
   type CompiledExpression,
 } from '../../lib/fhirpath.js';
 import { constantPatternProblem } from '../../lib/fhirpath-regex.js';
@@ -70,6 +71,7 @@ function problemOf(text: string, condition: boolean): string | undefined {
     pattern = runWithin(() => constantPatternProblem(syntax), CHECK_TIMEOUT_MS);
   } catch (error) {
     if (error instanceof TimeBoxExceeded) return `takes longer than ${CHECK_TIMEOUT_MS} ms to check its regular expressions; simplify them`;
+    if (error instanceof RangeError) return TOO_DEEP;
     throw error;
   }
   if (pattern) return pattern;
