@@ -131,7 +131,7 @@ export function evaluate(compiled: CompiledExpression, context: ExpressionContex
     if (error instanceof TimeBoxExceeded) {
       throw new ExpressionEvaluationError(
         compiled.text,
-        `took longer than ${EVALUATION_BUDGET_MS} ms over this data and was stopped (distinct(), | or a % variable read inside where/select compares items pairwise); simplify it`,
+        `took longer than ${EVALUATION_BUDGET_MS} ms over this data and was stopped (its cost grows faster than the data: distinct(), | over data, sort, or a where/select argument reaching beyond its item); simplify it`,
       );
     }
     throw new ExpressionEvaluationError(compiled.text, errorText(error));
