@@ -14,7 +14,7 @@ import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import { ExpressionCache } from '../lib/fhirpath.js';
 import { addMs } from '../lib/clock.js';
-import { loggableError, storeWaitMs } from '../lib/store-errors.js';
+import { isTransientStoreError, loggableError, storeWaitMs } from '../lib/store-errors.js';
 import { GraphCache } from './graph-cache.js';
 import type { EngineServices } from './engine-services.js';
 import { loadClaimedRuns, type LoadedRun } from './run-loader.js';
@@ -240,6 +240,12 @@ export class RunWorker {
       loaded = await loadClaimedRuns(this.services.db, this.graphs, rows, now);
     } catch (error) {
       await Promise.allSettled(rows.map((row) => this.letGoAfterFailure(row.id, error)));
+      // Not held any more, whether the release went through or not: when it failed too (the
+      // connection was dropped), the heartbeat went on extending these leases for as long as
+      // the process lived, and the runs never ran (an on-call review). Now the lease runs out
+      // and any worker takes them again.
+      for (const row of rows) this.held.delete(row.id);
+      if (this.held.size === 0) this.stopHeartbeat();
       throw error;
     }
     return loaded.map((run) => this.track(this.execute(run)));
@@ -314,8 +320,11 @@ export class RunWorker {
     const held = this.held.get(runId);
     const before = held?.failures ?? 0;
     const { failures, retryAt } = afterFailure(this.services.clock.now().toISOString(), before, error);
-    this.services.logger.error(
-      { err: loggableError(error, { frames: true }), runId, workerId: this.id, failures, retryAt },
+    // A dropped connection or a failover is expected now and then: a warning without frames, as
+    // the API logs it (138 error lines with stacks for one burst of terminated backends).
+    const transient = isTransientStoreError(error);
+    this.services.logger[transient ? 'warn' : 'error'](
+      { err: loggableError(error, { frames: !transient }), runId, workerId: this.id, failures, retryAt },
       'executing a run failed; it will be retried',
     );
     if (!held || held.lost) return;
