@@ -8,10 +8,14 @@
  */
 import { DateTime, Duration } from 'luxon';
 
+/** Whether luxon read a part of the duration as negative, which ISO 8601 has no way to write. */
+export function hasNegativePart(duration: Duration): boolean {
+  return Object.values(duration.toObject()).some((part) => part < 0);
+}
+
 export function forwardDuration(text: string): Duration | undefined {
   const duration = Duration.fromISO(text);
-  if (!duration.isValid) return undefined;
-  if (Object.values(duration.toObject()).some((part) => part < 0)) return undefined;
+  if (!duration.isValid || hasNegativePart(duration)) return undefined;
   // With no part negative, the duration moves every instant forward by about as much as this one;
   // past what a date can hold (P999999999Y) it moves it very far, which callers clamp.
   const moved = DateTime.fromMillis(0, { zone: 'utc' }).plus(duration);

@@ -7,6 +7,7 @@ import { Duration } from 'luxon';
 import type { Container } from '../../container.js';
 import { ApiError } from '../../lib/errors.js';
 import { isUuid } from '../../lib/ids.js';
+import { hasNegativePart } from '../../lib/iso-duration.js';
 import { checkedSecretBox } from '../../modules/secrets/secret-key-check.js';
 import { rotateSecret } from '../../modules/webhooks/webhook-secrets.js';
 import { CommandError, UsageError } from '../errors.js';
@@ -37,8 +38,7 @@ export const MAX_OVERLAP_DAYS = 30;
 export function parseOverlap(text: string): number {
   const duration = Duration.fromISO(text);
   // ISO 8601 has no negative parts; luxon reads them (`P-1M30DT1H` is 1 h by its measure).
-  const negativePart = duration.isValid && Object.values(duration.toObject()).some((part) => part < 0);
-  const ms = duration.isValid && !negativePart ? duration.toMillis() : Number.NaN;
+  const ms = duration.isValid && !hasNegativePart(duration) ? duration.toMillis() : Number.NaN;
   if (!Number.isFinite(ms) || ms < 0) {
     throw new UsageError(`--overlap must be an ISO 8601 duration such as PT24H or PT0S, got "${text}"`);
   }

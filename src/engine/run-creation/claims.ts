@@ -1,5 +1,11 @@
 import type { DbOrTx } from '../../storage/database.js';
 import type { CreateOutcome, PreparedRun } from '../run-creator.js';
+import { ApiError } from '../../lib/errors.js';
+
+/** The refusal of a key a workspace's earlier request (a fire or an evaluation) holds: DESIGN §4. */
+export function keyHeldByAnotherRequest(): ApiError {
+  return new ApiError('idempotency_mismatch', 'this Idempotency-Key was used with a different request; use a new key for a new request');
+}
 
 /**
  * The runs of a batch that try to claim their idempotency key: the first run of each key (a

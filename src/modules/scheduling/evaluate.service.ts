@@ -20,7 +20,7 @@ import type { RequestContext } from '../../auth/context.js';
 import { ApiError, invalidRequest, notFound } from '../../lib/errors.js';
 import { createPlannedRuns, DEFAULT_PLAN_LEASE_MS, type RunStarterDeps } from '../events/planned-runs.js';
 import { lockTriggers } from '../events/planned-runs.repository.js';
-import { findClaim } from '../../engine/run-creation/claims.js';
+import { findClaim, keyHeldByAnotherRequest } from '../../engine/run-creation/claims.js';
 import type { DbOrTx } from '../../storage/database.js';
 import { loadTriggerForEvaluation } from './search-trigger.repository.js';
 import { planSearchRuns } from './search-runs.js';
@@ -99,9 +99,7 @@ async function claimKey(tx: DbOrTx, workspaceId: string, triggerId: string, key:
     .executeTakeFirst();
   if (Number(inserted.numInsertedOrUpdatedRows ?? 0) > 0) return false;
   const claim = await findClaim(tx, workspaceId, key);
-  if (claim?.fingerprint !== fingerprint) {
-    throw new ApiError('idempotency_mismatch', 'this Idempotency-Key was used with a different request; use a new key for a new request');
-  }
+  if (claim?.fingerprint !== fingerprint) throw keyHeldByAnotherRequest();
   return true;
 }
 

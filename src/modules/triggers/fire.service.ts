@@ -12,7 +12,7 @@ import { findRun } from '../runs/run.repository.js';
 import type { RunView } from '../runs/run.view.js';
 import { findRecordByExtId } from '../records/record.repository.js';
 import type { TriggerForFire, TriggerForFireResolver } from './trigger.repository.js';
-import { findClaim } from '../../engine/run-creation/claims.js';
+import { findClaim, keyHeldByAnotherRequest } from '../../engine/run-creation/claims.js';
 import { subjectReference } from './subject-reference.js';
 
 const IDEMPOTENCY_KEY = /^[\x20-\x7e]{1,255}$/;
@@ -113,12 +113,7 @@ function fireable(trigger: TriggerForFire): (TriggerForFire & { blueprint_name: 
 
 /** The run an earlier request with this key made, if its fingerprint is this request's. */
 async function replay(db: Db, ctx: RequestContext, claim: { runId: string; fingerprint: string | null }, fingerprint: string | null): Promise<FireResult> {
-  if (claim.fingerprint !== fingerprint) {
-    throw new ApiError(
-      'idempotency_mismatch',
-      'this Idempotency-Key was used with a different request; use a new key for a new request',
-    );
-  }
+  if (claim.fingerprint !== fingerprint) throw keyHeldByAnotherRequest();
   const run = await findRun(db, ctx.workspaceId, claim.runId);
   if (!run) throw new ApiError('internal', 'the run of this request is missing');
   return { replayed: true, run };
