@@ -267,6 +267,19 @@ export interface DeliveryTable {
   signature_t: string | null;
 }
 
+/** How far a delivery applied in parts has come (migration 0014; modules/deliveries/delivery-parts.ts). */
+export interface DeliveryProgressTable {
+  delivery_id: string;
+  /** items, in delivery order, whose changes are committed */
+  applied_items: number;
+  /** JSON [{event, count}] raised so far */
+  events: string;
+  runs_started: number;
+  /** JSON wakes decided so far, handed over after the last part; null for none */
+  pending_wakes: string | null;
+  updated_at: string;
+}
+
 /** The last known state of a delivered resource (ingestion). */
 export interface ResourceStateTable {
   workspace_id: string;
@@ -357,6 +370,7 @@ export interface Database {
   workspace_secrets: WorkspaceSecretTable;
   rate_limit_buckets: RateLimitBucketTable;
   deliveries: DeliveryTable;
+  delivery_progress: DeliveryProgressTable;
   resource_states: ResourceStateTable;
   planned_runs: PlannedRunTable;
   run_steps: RunStepTable;

@@ -157,17 +157,18 @@ describeEachStore('a killed process loses no delivery and applies none twice', (
     await expectOneSetOfRuns('crash-1');
   }, 420_000);
 
-  it('killed while the delivery is processing: its lease runs out and the next process redoes it from scratch', async () => {
+  it('killed while the delivery is processing: its lease runs out and the next process goes on after the last part committed', async () => {
+    // 3,001 items: four parts of at most 1,000, each committed with its progress (delivery-parts.ts).
     const atKill = await crashAndRecover('crash-2', 'while processing');
     expect(atKill.status).toBe('processing');
-    expect(atKill.runs).toBe(0);
     await expectOneSetOfRuns('crash-2');
     expect((await deliveryOf('crash-2'))!.attempts).toBeGreaterThanOrEqual(2);
   }, 420_000);
 
   it('killed while its runs are being created: the next process creates the rest, none twice', async () => {
+    // The runs of each part are created once it commits: the delivery may still have parts to apply.
     const atKill = await crashAndRecover('crash-3', 'while creating runs');
-    expect(atKill.status).toBe('processed');
+    expect(['processing', 'processed']).toContain(atKill.status);
     expect(atKill.runs).toBeGreaterThan(0);
     expect(atKill.runs).toBeLessThan(ENCOUNTERS);
     await expectOneSetOfRuns('crash-3');

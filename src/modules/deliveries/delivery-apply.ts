@@ -1,9 +1,11 @@
 /**
  * Applying one claimed delivery, in ONE transaction: records upserted, resource states written,
  * events raised, the runs they start planned, the wakes of waiting runs decided, the delivery
- * marked processed. Deliveries claimed together may share that transaction (`applyDeliveries`).
- * A crash anywhere before the commit leaves nothing behind and the deliveries are claimed again
- * once their leases run out; after the commit the planned runs are created
+ * marked processed. Deliveries claimed together may share that transaction (`applyDeliveries`);
+ * a delivery too large for one is applied a part at a time, each part in a transaction of its
+ * own that also records how far it got (delivery-parts.ts).
+ * A crash anywhere before a commit leaves nothing of that transaction behind and the deliveries
+ * are claimed again once their leases run out; after the commit the planned runs are created
  * (events/planned-runs.ts) and the wakes handed to the engine (event-wake.ts).
  *
  * The CPU work (JSON, FHIR validation: the digest, delivery-reader.ts) is done before the
@@ -24,6 +26,7 @@ import { sqliteRecordStore } from './record-store-sqlite.js';
 import { sqliteDeliveryStatementsOf, type SqliteDeliveryStatements } from './sqlite-delivery-statements.js';
 import { subjectsOf, subjectsThatMayWait, wakesFor, type PendingWake } from './event-wake.js';
 import { auditRow } from '../audit/audit.repository.js';
+import { addEventCounts, deleteProgress, NO_PROGRESS, readProgress, writeProgress, type DeliveryProgress, type EventCount } from './delivery-parts.js';
 import { systemContext } from '../../auth/context.js';
 
 /** Problems kept on the delivery for its listing; the count covers all of them. */
@@ -38,6 +41,8 @@ export interface ApplyDeps {
 
 export type ApplyResult =
   | { kind: 'processed'; plannedRunIds: string[]; wakes: PendingWake[]; outcome: ProcessedOutcome }
+  /** a part of a delivery applied in parts, not its last: the runs it planned are to be created, and the next part applied */
+  | { kind: 'part-applied'; plannedRunIds: string[]; appliedItems: number }
   /** another processor took the delivery over (this one was too slow): it does the work */
   | { kind: 'lease-lost' };
 
@@ -49,16 +54,26 @@ export class UnreadableDeliveryError extends Error {
   }
 }
 
-function eventCounts(events: readonly RaisedEvent[]): { event: string; count: number }[] {
-  const counts = new Map<string, number>();
-  for (const { event } of events) counts.set(event, (counts.get(event) ?? 0) + 1);
-  return [...counts].sort(([a], [b]) => (a < b ? -1 : 1)).map(([event, count]) => ({ event, count }));
-}
+const eventCounts = (events: readonly RaisedEvent[]): EventCount[] => addEventCounts([], events.map(({ event }) => ({ event, count: 1 })));
 
 /** A claimed delivery with its CPU work done: its body digested (items checked against the FHIR schema). */
 export interface PreparedDelivery {
   delivery: ClaimedDelivery;
   digest: DeliveryDigest;
+  /**
+   * Set when the delivery is applied in parts (delivery-parts.ts): each transaction applies the
+   * next this many items after those its progress says are applied. Alone in its group.
+   */
+  partItems?: number;
+}
+
+/** The items of a delivery applied in parts that one transaction applies. */
+interface Part {
+  from: number;
+  to: number;
+  of: number;
+  /** what the parts before it did */
+  before: DeliveryProgress;
 }
 
 /** Applies one delivery in its own transaction. */
@@ -101,9 +116,20 @@ export async function applyDeliveries(
     const mine = group.filter((p) => held.has(p.delivery.id));
     // PostgreSQL: another process may be applying a delivery about the same resources; it
     // finishes first and these read what it wrote (resource-locks.ts). SQLite has one writer.
+    // A delivery applied in parts is cut down here to its next part: its progress is read in the
+    // transaction that moves it on, under the lease just held.
+    const parts = new Map<string, Part>();
+    for (const [i, prepared] of mine.entries()) {
+      if (prepared.partItems === undefined) continue;
+      const { part, slice } = await nextPart(tx, prepared, prepared.partItems);
+      parts.set(prepared.delivery.id, part);
+      mine[i] = slice;
+    }
     if (deps.dialect === 'postgres') await lockTouchedResources(tx, touchedByWorkspace(mine));
     const written: Written[] = [];
-    for (const prepared of mine) written.push(await writeRecordsAndStates(tx, deps.dialect, hot, prepared, now.toISOString()));
+    for (const prepared of mine) {
+      written.push({ ...(await writeRecordsAndStates(tx, deps.dialect, hot, prepared, now.toISOString())), part: parts.get(prepared.delivery.id) });
+    }
 
     const triggers = new Map<string, EventTrigger[]>();
     const mayWait = new Map<string, Set<string>>();
@@ -130,6 +156,21 @@ export async function applyDeliveries(
   });
 }
 
+/**
+ * The next part of a delivery applied in parts: the items after those its progress says are
+ * applied. Its digest carries the problems (skipped entries) on the last part only, which lists
+ * them on the delivery.
+ */
+async function nextPart(tx: Transaction<Database>, prepared: PreparedDelivery, partItems: number): Promise<{ part: Part; slice: PreparedDelivery }> {
+  const { items, problems } = prepared.digest;
+  const before = await readProgress(tx, prepared.delivery.id);
+  const from = Math.min(before.appliedItems, items.length);
+  const to = Math.min(from + partItems, items.length);
+  const last = to === items.length;
+  const slice = { ...prepared, digest: { ...prepared.digest, items: items.slice(from, to), problems: last ? problems : [] } };
+  return { part: { from, to, of: items.length, before }, slice };
+}
+
 /** Per workspace, the resources the deliveries touch. */
 function touchedByWorkspace(group: readonly PreparedDelivery[]): Map<string, Set<string>> {
   const touched = new Map<string, Set<string>>();
@@ -148,6 +189,8 @@ interface Written {
   occurrences: EventOccurrence[];
   /** The records of the patients its resources belong to (Patient id → record id). */
   patients: ReadonlyMap<string, string>;
+  /** For a delivery applied in parts: which part this is. */
+  part?: Part;
 }
 
 async function writeRecordsAndStates(
@@ -156,7 +199,7 @@ async function writeRecordsAndStates(
   hot: SqliteDeliveryStatements | undefined,
   prepared: PreparedDelivery,
   at: string,
-): Promise<Written> {
+): Promise<Omit<Written, 'part'>> {
   const { delivery, digest } = prepared;
   const workspaceId = delivery.workspace_id;
   const keys = touchedStateKeys(digest.items);
@@ -174,12 +217,15 @@ async function writeRecordsAndStates(
   return { prepared, changes, occurrences, patients };
 }
 
-/** The runs its events start planned, its wakes decided, the delivery marked processed. */
+/**
+ * The runs its events start planned, its wakes decided, the delivery marked processed; or, for a
+ * part before the last of a delivery applied in parts, its progress moved on.
+ */
 async function finishDelivery(
   tx: Transaction<Database>,
   dialect: Dialect,
   hot: SqliteDeliveryStatements | undefined,
-  { prepared: { delivery, digest }, changes, occurrences }: Written,
+  { prepared: { delivery, digest }, changes, occurrences, part }: Written,
   triggers: readonly EventTrigger[],
   mayWait: ReadonlySet<string>,
   owner: string,
@@ -205,12 +251,27 @@ async function finishDelivery(
     { deliveryId: delivery.id, webhookId: delivery.webhook_id, idempotencyKey: delivery.idempotency_key },
     triggers,
   );
-  const wakes = wakesFor(occurrences, mayWait, delivery.id, at);
+  const before = part?.before ?? NO_PROGRESS;
+  const sofar: DeliveryProgress = {
+    appliedItems: part?.to ?? digest.items.length,
+    events: addEventCounts(before.events, eventCounts(changes.events)),
+    runsStarted: before.runsStarted + planned.length,
+    // Waiting runs are woken once the whole delivery is applied (the wakes of a part would
+    // otherwise need a sweep of deliveries still processing).
+    pendingWakes: [...before.pendingWakes, ...wakesFor(occurrences, mayWait, delivery.id, at)],
+  };
+  const plannedRunIds = planned.map((row) => row.id);
+  if (part && part.to < part.of) {
+    // The transaction began by making sure this processor still holds the delivery (holdLeases).
+    await writeProgress(tx, delivery.id, sofar, at);
+    return { kind: 'part-applied', plannedRunIds, appliedItems: part.to };
+  }
+  const wakes = sofar.pendingWakes;
   const outcome: ProcessedOutcome = {
     problems: digest.problems.slice(0, MAX_LISTED_PROBLEMS),
     problemCount: digest.problems.length,
-    events: eventCounts(changes.events),
-    runsStarted: planned.length,
+    events: sofar.events,
+    runsStarted: sofar.runsStarted,
     pendingWakes: wakes.length === 0 ? null : JSON.stringify(wakes),
   };
   const marked = hot
@@ -219,7 +280,8 @@ async function finishDelivery(
   if (!marked) {
     throw new Error('the delivery changed state while it was being processed');
   }
-  return { kind: 'processed', plannedRunIds: planned.map((row) => row.id), wakes, outcome };
+  if (part) await deleteProgress(tx, delivery.id);
+  return { kind: 'processed', plannedRunIds, wakes, outcome };
 }
 
 function byWorkspace(written: readonly Written[]): Map<string, Written[]> {
@@ -236,9 +298,11 @@ function byWorkspace(written: readonly Written[]): Map<string, Written[]> {
  * endpoint that sent it (the sender proved its secret; there is no API key), the records of the
  * patients whose data it held (record ids, never the data or the patients' own ids, which may be
  * medical record numbers), how many resources of each type it took, and the runs it started.
+ * A delivery applied in parts has one per part, each with the items it covers (`items`).
  */
 function deliveryAuditRow(w: Written, result: ApplyResult, at: string) {
   const { delivery, digest } = w.prepared;
+  const { part } = w;
   const resources: Record<string, number> = {};
   for (const item of digest.items) {
     const type = item.kind === 'resource' ? item.resourceType : item.record.resourceType;
@@ -254,7 +318,8 @@ function deliveryAuditRow(w: Written, result: ApplyResult, at: string) {
       patientRecordIds: [...new Set(w.patients.values())].sort(),
       resources,
       skipped: digest.problems.length,
-      runsStarted: result.kind === 'processed' ? result.plannedRunIds.length : 0,
+      runsStarted: result.kind === 'lease-lost' ? 0 : result.plannedRunIds.length,
+      ...(part ? { items: { from: part.from, to: part.to, of: part.of } } : {}),
     },
   });
 }

@@ -3,7 +3,8 @@
  * planned. Any number of processors may run, in any number of processes (claims use SKIP LOCKED
  * on PostgreSQL); one that dies loses nothing, because
  * - a claimed delivery carries a lease, and once the lease runs out another processor claims it;
- * - applying is one transaction, so a retry starts from scratch, never from half;
+ * - applying is one transaction, so a retry starts from scratch, never from half (a delivery
+ *   applied in parts goes on after the last part committed: delivery-parts.ts);
  * - runs planned by a processed delivery are created by whoever holds their lease (planned-runs.ts),
  *   and its wakes of waiting runs are handed over by whoever holds the delivery (event-wake.ts).
  *
@@ -29,6 +30,7 @@ import {
 } from './delivery-apply.js';
 import { parsedHandoffFor, type IntakeClaimant, type ParsedHandoff } from './parsed-handoff.js';
 import { deliverWakes, sweepPendingWakes } from './event-wake.js';
+import { appliedItemsOf, PART_ITEMS } from './delivery-parts.js';
 import type { DeliveryReader } from './delivery-reader.js';
 import { isStoreFullError, loggableError, storeWaitMs, isConflictError } from '../../lib/store-errors.js';
 
@@ -56,14 +58,14 @@ export interface DeliveryProcessorOptions {
   concurrency?: number;
   /** Claims before a delivery is marked failed (default 5). */
   maxAttempts?: number;
+  /**
+   * Items (resources and records) applied in one transaction at most (default `PART_ITEMS`,
+   * 1,000): deliveries claimed together share a commit (applyDeliveries) up to this size, and a
+   * larger delivery is applied in parts of this size, so the store is not held for long while
+   * other requests wait for it (on SQLite, one connection).
+   */
+  transactionItems?: number;
 }
-
-/**
- * Items (resources and records) applied in one transaction at most: deliveries claimed together
- * share a commit (applyDeliveries) up to this size, so the store is not held for long while the
- * intake waits to store new deliveries (on SQLite, one connection).
- */
-const MAX_GROUP_ITEMS = 1000;
 
 /** Consecutive groups of deliveries, each within `maxItems` items (a larger delivery is a group alone). */
 function groupsOf(prepared: PreparedDelivery[], maxItems: number): PreparedDelivery[][] {
@@ -121,6 +123,7 @@ export class DeliveryProcessor {
   private readonly batch: number;
   private readonly concurrency: number;
   private readonly maxAttempts: number;
+  private readonly transactionItems: number;
   private stopping = false;
   private loops: Promise<void>[] = [];
   /** Parsed bodies from this process's intake; used while this processor runs (`start`). */
@@ -140,6 +143,7 @@ export class DeliveryProcessor {
     this.batch = options.batch ?? 4;
     this.concurrency = options.concurrency ?? (deps.dialect === 'postgres' ? 2 : 1);
     this.maxAttempts = options.maxAttempts ?? 5;
+    this.transactionItems = options.transactionItems ?? PART_ITEMS;
     this.handoff = parsedHandoffFor(deps.db);
     this.claimant = { owner: this.owner, leaseMs: this.leaseMs };
   }
@@ -224,7 +228,7 @@ export class DeliveryProcessor {
       const ready = await this.prepare(delivery, digests[i]);
       if (ready) prepared.push(ready);
     }
-    for (const group of groupsOf(prepared, MAX_GROUP_ITEMS)) await this.applyGroup(group);
+    for (const group of groupsOf(prepared, this.transactionItems)) await this.applyGroup(group);
   }
 
   /** Finishes what dead processes left: runs of planned rows, wakes of processed deliveries. */
@@ -261,7 +265,8 @@ export class DeliveryProcessor {
     // Handled here whatever happens below: a delivery failed for its attempts never awaits it.
     digest.catch(() => {});
     if (delivery.attempts > this.maxAttempts) {
-      await markFailed(db, delivery.id, this.owner, clock.now().toISOString(), `processing did not finish after ${this.maxAttempts} attempts`);
+      const message = `processing did not finish after ${this.maxAttempts} attempts${await this.partsApplied(delivery, true)}`;
+      await markFailed(db, delivery.id, this.owner, clock.now().toISOString(), message);
       logger.error({ deliveryId: delivery.id, webhookId: delivery.webhook_id, attempts: delivery.attempts }, 'delivery failed: too many attempts');
       return undefined;
     }
@@ -276,6 +281,10 @@ export class DeliveryProcessor {
 
   /** Applies a group in one transaction; if that fails, each alone, so only a bad one fails. */
   private async applyGroup(group: PreparedDelivery[]): Promise<void> {
+    if (group.length === 1 && group[0].digest.items.length > this.transactionItems) {
+      await this.applyInParts({ ...group[0], partItems: this.transactionItems });
+      return;
+    }
     if (group.length > 1) {
       let results: ApplyResult[] | undefined;
       try {
@@ -300,7 +309,40 @@ export class DeliveryProcessor {
     }
   }
 
-  /** After the commit: the runs the delivery planned are created and its wakes handed over. */
+  /**
+   * Applies a large delivery a part at a time (delivery-parts.ts), each part in its own
+   * transaction, and creates the runs each part planned before the next: between parts the
+   * requests waiting for the store (on SQLite, for its one connection) go first. A failed part
+   * leaves the parts before it committed; the retry goes on after them.
+   */
+  private async applyInParts(prepared: PreparedDelivery): Promise<void> {
+    for (;;) {
+      let result: ApplyResult;
+      try {
+        result = await applyDelivery(this.deps, prepared, this.owner, this.deps.clock.now(), this.leaseMs, this.planLeaseMs);
+      } catch (error) {
+        await this.failed(prepared.delivery, error);
+        return;
+      }
+      await this.finish(prepared.delivery, result);
+      if (result.kind !== 'part-applied') return;
+      if (this.stopping) {
+        // Handed back: the next processor goes on after this part at once, not after the lease.
+        await releaseDeliveries(this.deps.db, [prepared.delivery.id], this.owner).catch((error: unknown) => {
+          // Its lease runs out instead; nothing is lost.
+          this.deps.logger.warn({ deliveryId: prepared.delivery.id, err: loggableError(error) }, 'could not hand back a delivery applied in part');
+        });
+        return;
+      }
+      // Lets the requests queued while the part was applied in before the next one.
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+  }
+
+  /**
+   * After the commit: the runs the delivery planned are created and its wakes handed over. After
+   * a part of a delivery applied in parts, the runs that part planned.
+   */
   private async finish(delivery: ClaimedDelivery, result: ApplyResult): Promise<void> {
     const { db, clock, logger } = this.deps;
     const log = { deliveryId: delivery.id, webhookId: delivery.webhook_id };
@@ -308,8 +350,11 @@ export class DeliveryProcessor {
       logger.warn(log, 'delivery was taken over by another processor');
       return;
     }
-    const { plannedRunIds: planned, wakes } = result;
-    logger.info({ ...log, accepted: delivery.accepted, skipped: result.outcome.problemCount, runsStarted: planned.length }, 'delivery processed');
+    const planned = result.plannedRunIds;
+    const wakes = result.kind === 'processed' ? result.wakes : [];
+    if (result.kind === 'processed') {
+      logger.info({ ...log, accepted: delivery.accepted, skipped: result.outcome.problemCount, runsStarted: result.outcome.runsStarted }, 'delivery processed');
+    }
     try {
       await createPlannedRuns(this.runStarter, this.owner, planned, this.planLeaseMs);
       if (wakes.length > 0) {
@@ -324,14 +369,14 @@ export class DeliveryProcessor {
   private async failed(delivery: ClaimedDelivery, error: unknown): Promise<void> {
     const { db, clock, logger } = this.deps;
     const storeProblem = storeProblemOf(error);
-    const message = storeProblem?.message ?? describeFailure(error);
+    const final = !storeProblem && (error instanceof UnreadableDeliveryError || delivery.attempts >= this.maxAttempts);
+    const message = (storeProblem?.message ?? describeFailure(error)) + (await this.partsApplied(delivery, final));
     // A deadlock or serialization conflict is the store's ordinary way of settling two
     // transactions that met; the delivery is tried again: a warning, not an error.
     const log = { deliveryId: delivery.id, attempts: delivery.attempts, err: loggableError(error) };
     if (isConflictError(error)) logger.warn(log, message);
     else logger.error(log, message);
     const now = clock.now();
-    const final = !storeProblem && (error instanceof UnreadableDeliveryError || delivery.attempts >= this.maxAttempts);
     if (final) {
       await markFailed(db, delivery.id, this.owner, now.toISOString(), message);
       return;
@@ -350,6 +395,14 @@ export class DeliveryProcessor {
       .where('lease_owner', '=', this.owner)
       .where('status', '=', 'processing')
       .execute();
+  }
+
+  /** For a failure's message: how much of a delivery applied in parts is committed (empty for none). */
+  private async partsApplied(delivery: ClaimedDelivery, final: boolean): Promise<string> {
+    if (delivery.accepted <= this.transactionItems) return '';
+    const applied = await appliedItemsOf(this.deps.db, delivery.id).catch(() => 0);
+    if (applied === 0) return '';
+    return `; the first ${applied} of its items are applied${final ? '' : ', and the next try goes on after them'}`;
   }
 
   /** Runs the claim loops until `stop`. */

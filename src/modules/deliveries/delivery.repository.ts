@@ -320,7 +320,30 @@ export interface DeliveryListQuery {
 export async function listDeliveries(db: DbOrTx, webhookId: string, query: DeliveryListQuery): Promise<Page<DeliveryView>> {
   let select = db.selectFrom('deliveries').select(COLUMNS_WITHOUT_BODY).where('webhook_id', '=', webhookId);
   if (query.status) select = select.where('status', '=', query.status);
-  return newestFirstPage(select, query, toDeliveryView, 'deliveries');
+  const page = await newestFirstPage(select, query, toDeliveryView, 'deliveries');
+  await showProgress(db, page.data);
+  return page;
+}
+
+/**
+ * A delivery applied in parts (delivery-parts.ts) that is not processed yet shows the events and
+ * runs of the parts applied so far, kept in its progress row until the last part.
+ */
+async function showProgress(db: DbOrTx, views: DeliveryView[]): Promise<void> {
+  const unfinished = views.filter((view) => view.status !== 'processed');
+  if (unfinished.length === 0) return;
+  const rows = await db
+    .selectFrom('delivery_progress')
+    .select(['delivery_id', 'events', 'runs_started'])
+    .where('delivery_id', 'in', unfinished.map((view) => view.deliveryId))
+    .execute();
+  const progress = new Map(rows.map((row) => [row.delivery_id, row]));
+  for (const view of unfinished) {
+    const row = progress.get(view.deliveryId);
+    if (!row) continue;
+    view.events = parseJson<DeliveryView['events']>(row.events, []);
+    view.runsStarted = row.runs_started;
+  }
 }
 
 /**

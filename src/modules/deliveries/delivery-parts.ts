@@ -1,0 +1,86 @@
+/**
+ * A delivery too large for one transaction is applied in parts, each in its own transaction.
+ *
+ * Why: a 20 MiB body of small resources is about 150,000 items, and applied in one transaction it
+ * held SQLite's one connection, and with it every request of the service, for 9.5 s (the serving
+ * thread runs better-sqlite3's statements); on PostgreSQL it held the rows it touched as long.
+ * In parts of `PART_ITEMS`, each commit lets the requests queued meanwhile through.
+ *
+ * Parts go in delivery order, and each sees what the ones before it wrote, so the outcome is that
+ * of the items applied one after the other, as within one transaction. What differs while the
+ * delivery is `processing`: the records of parts committed are searchable and the runs they
+ * started are created before the rest is applied; the wakes of waiting runs wait for the last part.
+ *
+ * Crash safety: each part's transaction moves `delivery_progress` on with the changes it commits
+ * (migration 0014), so a process that dies between parts leaves the next processor exactly where
+ * to go on: no item is applied twice, none skipped. The last part writes the totals onto the
+ * delivery (`markProcessed`) and deletes the row.
+ */
+import type { DbOrTx } from '../../storage/database.js';
+import { parseJson } from '../../lib/json.js';
+import type { PendingWake } from './event-wake.js';
+
+/**
+ * Items applied in one transaction at most: deliveries claimed together share a transaction up
+ * to this size (delivery-processor.ts), and a larger one is applied this many items at a time.
+ * About 60 ms of a transaction on SQLite for small Patients (the largest share per item).
+ */
+export const PART_ITEMS = 1000;
+
+export type EventCount = { event: string; count: number };
+
+/** What the parts of a delivery committed so far have done. */
+export interface DeliveryProgress {
+  appliedItems: number;
+  events: EventCount[];
+  runsStarted: number;
+  pendingWakes: PendingWake[];
+}
+
+export const NO_PROGRESS: DeliveryProgress = { appliedItems: 0, events: [], runsStarted: 0, pendingWakes: [] };
+
+/** Event counts added up, sorted by event. */
+export function addEventCounts(a: readonly EventCount[], b: readonly EventCount[]): EventCount[] {
+  const counts = new Map<string, number>();
+  for (const { event, count } of [...a, ...b]) counts.set(event, (counts.get(event) ?? 0) + count);
+  return [...counts].sort(([x], [y]) => (x < y ? -1 : 1)).map(([event, count]) => ({ event, count }));
+}
+
+/** The delivery's progress (inside the transaction applying its next part); none before the first part. */
+export async function readProgress(db: DbOrTx, deliveryId: string): Promise<DeliveryProgress> {
+  const row = await db.selectFrom('delivery_progress').selectAll().where('delivery_id', '=', deliveryId).executeTakeFirst();
+  if (!row) return NO_PROGRESS;
+  return {
+    appliedItems: row.applied_items,
+    events: parseJson<EventCount[]>(row.events, []),
+    runsStarted: row.runs_started,
+    pendingWakes: parseJson<PendingWake[]>(row.pending_wakes, []),
+  };
+}
+
+/** Items of the delivery applied so far, for a failure's message (0 when none, or not in parts). */
+export async function appliedItemsOf(db: DbOrTx, deliveryId: string): Promise<number> {
+  const row = await db.selectFrom('delivery_progress').select('applied_items').where('delivery_id', '=', deliveryId).executeTakeFirst();
+  return row?.applied_items ?? 0;
+}
+
+/** Records what a part committed, in its transaction. */
+export async function writeProgress(db: DbOrTx, deliveryId: string, progress: DeliveryProgress, at: string): Promise<void> {
+  const values = {
+    applied_items: progress.appliedItems,
+    events: JSON.stringify(progress.events),
+    runs_started: progress.runsStarted,
+    pending_wakes: progress.pendingWakes.length === 0 ? null : JSON.stringify(progress.pendingWakes),
+    updated_at: at,
+  };
+  await db
+    .insertInto('delivery_progress')
+    .values({ delivery_id: deliveryId, ...values })
+    .onConflict((oc) => oc.column('delivery_id').doUpdateSet(values))
+    .execute();
+}
+
+/** The last part is committed with the delivery marked processed: its progress is on the delivery now. */
+export async function deleteProgress(db: DbOrTx, deliveryId: string): Promise<void> {
+  await db.deleteFrom('delivery_progress').where('delivery_id', '=', deliveryId).execute();
+}
