@@ -292,6 +292,13 @@ describeEachStore('bad input on every management route', (env) => {
       for (const contentType of ['text/plain', 'application/x-www-form-urlencoded', 'application/xml', 'multipart/form-data; boundary=x']) {
         expectError(await raw(valid, contentType), 415, 'unsupported_media_type');
       }
+      // JSON is UTF-8: another charset is 415, bytes that are not UTF-8 are 400 (both were read
+      // as UTF-8 and stored with replacement characters).
+      for (const contentType of ['application/json; charset=latin1', 'application/json; charset="ISO-8859-1"', 'application/json;charset=utf-16']) {
+        expectError(await raw(valid, contentType), 415, 'unsupported_media_type', 'UTF-8');
+      }
+      const latin1 = Buffer.concat([Buffer.from(valid.slice(0, -1)), Buffer.from(', "x": "Jos'), Buffer.from([0xe9]), Buffer.from('"}')]);
+      expectError(await ws.call(route.method, url, { payload: latin1, headers: { 'content-type': 'application/json' } }), 400, 'invalid_request', 'not valid UTF-8');
       // One byte over the limit: 413 (the padding is whitespace, so only the size is wrong).
       expectError(await raw(valid + ' '.repeat(ONE_MIB + 1 - Buffer.byteLength(valid)), 'application/json'), 413, 'payload_too_large');
       if (!route.emptyBodyIsValid) {
@@ -304,6 +311,12 @@ describeEachStore('bad input on every management route', (env) => {
     const rename = JSON.stringify({ name: 'At the limit' });
     const atLimit = await ws.call('PATCH', `/v1/queries/${f.queryId}`, { payload: rename + ' '.repeat(ONE_MIB - Buffer.byteLength(rename)), headers: { 'content-type': 'application/json' } });
     expect(atLimit.statusCode, atLimit.body).toBe(200);
+    // UTF-8 said in any of its spellings, and text beyond Latin-1, is taken as sent.
+    for (const [contentType, name] of [['application/json; charset=UTF-8', 'José Müller'], ['application/json; charset=utf8', '患者 🩺']]) {
+      const res = await ws.call('PATCH', `/v1/queries/${f.queryId}`, { payload: Buffer.from(JSON.stringify({ name })), headers: { 'content-type': contentType } });
+      expect(res.statusCode, res.body).toBe(200);
+      expect(res.json().name).toBe(name);
+    }
   });
 
   it('refuses bodies nested deeper than 100 levels with 400 (they overflowed the stack: 500); writes nothing', async () => {

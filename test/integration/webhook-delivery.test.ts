@@ -196,6 +196,15 @@ describeEachStore('webhook deliveries', (env) => {
 
     const charset = await deliver(env, endpoint, patient('p9'), { headers: { 'content-type': 'application/json; charset=utf-8' } });
     expect(charset.statusCode).toBe(202);
+    // Another charset is 415, and bytes that are not UTF-8 are 400, signed or not: a Latin-1
+    // name was read as UTF-8 and reached search with replacement characters.
+    const latin1 = Buffer.from('{"resourceType": "Patient", "id": "p9b", "name": [{"family": "Muñoz"}]}', 'latin1');
+    const otherCharset = await deliver(env, endpoint, undefined, { raw: latin1, signature: signPayload(endpoint.secret, latin1, t), headers: { 'content-type': 'application/json; charset=iso-8859-1' } });
+    expect(otherCharset.statusCode).toBe(415);
+    expect(otherCharset.json()).toMatchObject({ code: 'unsupported_media_type', error: expect.stringContaining('UTF-8') });
+    const notUtf8 = await deliver(env, endpoint, undefined, { raw: latin1, signature: signPayload(endpoint.secret, latin1, t) });
+    expect(notUtf8.statusCode).toBe(400);
+    expect(notUtf8.json()).toMatchObject({ code: 'invalid_request', error: expect.stringContaining('not valid UTF-8') });
     // FHIR's media type, as an EHR's subscription sends it.
     const fhir = await deliver(env, endpoint, patient('p10'), { headers: { 'content-type': 'application/fhir+json; fhirVersion=4.0' } });
     expect(fhir.statusCode).toBe(202);

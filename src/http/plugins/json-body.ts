@@ -4,6 +4,7 @@ import { MAX_JSON_DEPTH, jsonNestsDeeperThan } from '../../lib/json-depth.js';
 import { ApiError } from '../../lib/errors.js';
 import { NOT_JSON } from './errors.js';
 import { mayHoldUnstorableText, unstorableTextProblem } from '../../lib/storable-text.js';
+import { refuseOtherCharsets, utf8TextOf } from '../../lib/utf8-text.js';
 
 /**
  * JSON is the only body the API takes (415 otherwise). An empty body reads as "no body", so
@@ -13,7 +14,8 @@ import { mayHoldUnstorableText, unstorableTextProblem } from '../../lib/storable
  * (`Content-Encoding: gzip`) is 415 too, saying so: it used to be read as bytes and refused as
  * "not valid JSON", which sent the sender looking at its JSON. Text no store can keep as sent
  * (U+0000, an unpaired surrogate: lib/storable-text.ts) is refused (400) in bodies, query strings
- * and paths alike.
+ * and paths alike; so are bytes that are not UTF-8, and a charset other than UTF-8 is 415
+ * (lib/utf8-text.ts).
  */
 declare module 'fastify' {
   interface FastifyRequest {
@@ -39,9 +41,15 @@ export function acceptJsonOnly(app: FastifyInstance): void {
     if (text === '') return done(null, undefined);
     done(new ApiError('unsupported_media_type', NOT_JSON), undefined);
   });
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, text, done) => {
-    const body = text as string;
-    if (request.headers['content-length'] === undefined) request.undeclaredBodyBytes = Buffer.byteLength(body);
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, bytes, done) => {
+    if (request.headers['content-length'] === undefined) request.undeclaredBodyBytes = bytes.length;
+    let body: string;
+    try {
+      refuseOtherCharsets(request.headers['content-type']);
+      body = utf8TextOf(bytes as Buffer);
+    } catch (error) {
+      return done(error as Error, undefined);
+    }
     if (body.trim() === '') return done(null, undefined);
     if (jsonNestsDeeperThan(body)) {
       return done(new ApiError('invalid_request', `request body nests objects and arrays deeper than ${MAX_JSON_DEPTH} levels`), undefined);

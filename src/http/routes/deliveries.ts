@@ -29,6 +29,7 @@ import { ErrorBody, IdParams, Nullable, named } from '../schemas/common.js';
 import { rateLimitedError, setRateLimitHeaders } from '../plugins/authenticate.js';
 import { ApiError, notFound } from '../../lib/errors.js';
 import { createSecretBox } from '../../lib/secret-box.js';
+import { refuseOtherCharsets } from '../../lib/utf8-text.js';
 import { SIGNATURE_HEADER } from '../../ingestion/signature.js';
 import { checkDeliveryCredentials, findDeliveryEndpoint, type DeliveryEndpoint } from '../../modules/deliveries/delivery-endpoint.js';
 import { receiveDelivery, replayedDelivery } from '../../modules/deliveries/delivery-intake.js';
@@ -53,7 +54,15 @@ export async function registerDeliveryRoutes(app: Api, container: Container): Pr
     // FHIR's own media type is JSON too: an EHR's subscription sends `application/fhir+json`
     // (often with `; fhirVersion=4.0`), and the raw bytes are what the signature covers either way.
     for (const type of ['application/json', 'application/fhir+json']) {
-      scope.addContentTypeParser(type, { parseAs: 'buffer', bodyLimit: MAX_DELIVERY_BYTES }, (_request, body, done) => done(null, body));
+      scope.addContentTypeParser(type, { parseAs: 'buffer', bodyLimit: MAX_DELIVERY_BYTES }, (request, body, done) => {
+        // Bytes that are not UTF-8 are refused by the intake, once the sender has proved its secret.
+        try {
+          refuseOtherCharsets(request.headers['content-type']);
+        } catch (error) {
+          return done(error as Error, undefined);
+        }
+        done(null, body);
+      });
     }
 
     scope.addHook('onRequest', async (request) => {

@@ -10,6 +10,7 @@ import type { Db } from '../../storage/database.js';
 import { ApiError, invalidRequest } from '../../lib/errors.js';
 import { uuidv7 } from '../../lib/ids.js';
 import { sha256Hex } from '../../lib/json.js';
+import { utf8TextOf } from '../../lib/utf8-text.js';
 import { findEarlierDelivery, insertDelivery, insertDeliverySqlite, type DeliveryRow } from './delivery.repository.js';
 import { sqliteDeliveryStatementsOf } from './sqlite-delivery-statements.js';
 import { parsedHandoffFor } from './parsed-handoff.js';
@@ -81,7 +82,7 @@ export async function receiveDelivery(db: Db, reader: DeliveryReader, endpoint: 
   const handoff = parsedHandoffFor(db);
   const claimant = handoff.claimant;
   const handingOver = handoff.active;
-  const text = input.rawBody.toString('utf8');
+  const text = utf8TextOf(input.rawBody);
   // Parsed and checked on the reader's thread while this one hashes the bytes.
   const read = reader.read(text, { digest: handingOver });
   const bodySha256 = sha256Hex(input.rawBody);
