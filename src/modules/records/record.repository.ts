@@ -70,7 +70,15 @@ export async function findRecord(db: DbOrTx, workspaceId: string, recordId: stri
     .executeTakeFirst();
 }
 
-/** Adds and removes tags of one record; idempotent (adding a tag twice keeps one). */
+/**
+ * Adds and removes tags of one record; idempotent (adding a tag twice keeps one).
+ *
+ * The record's row is written first: on PostgreSQL that locks it, so transactions changing one
+ * record's tags take their locks in one order, the record then its tags (a delivery's do too:
+ * deliveries/resource-locks.ts). Written last, two workers tagging one patient twice each (two
+ * `tag` automations of a node) each held a tag row the other wanted while waiting for the
+ * record: a deadlock, and a run retried 5 s later (a crash review, 2026-11-27: 73 under load).
+ */
 export async function changeTags(
   db: DbOrTx,
   workspaceId: string,
@@ -79,6 +87,7 @@ export async function changeTags(
   remove: string[],
   at: string,
 ): Promise<void> {
+  await db.updateTable('records').set({ updated_at: at }).where('id', '=', recordId).execute();
   if (remove.length > 0) {
     await db.deleteFrom('record_tags').where('record_id', '=', recordId).where('tag', 'in', remove).execute();
   }
@@ -90,7 +99,6 @@ export async function changeTags(
       .onConflict((oc) => oc.columns(['record_id', 'tag']).doNothing())
       .execute();
   }
-  await db.updateTable('records').set({ updated_at: at }).where('id', '=', recordId).execute();
 }
 
 /**
