@@ -1,10 +1,14 @@
-import { expect, it } from 'vitest';
+import { expect, it, onTestFinished } from 'vitest';
 import { describeEachStore, simpleBlueprint } from '../helpers/test-env.js';
 import { fire, webTriggerFor } from '../helpers/engine-harness.js';
 import { createEndpoint, deliver, savedQuery, searchTrigger } from '../helpers/deliveries.js';
 import { measureClockSkew, skewWarning, watchClockSkew } from '../../src/storage/clock-skew.js';
 import { createLogger } from '../../src/lib/logger.js';
 import { sample } from '../helpers/metrics.js';
+import { Registry } from 'prom-client';
+import { openStore } from '../../src/storage/connect.js';
+import { registerStoreGauges } from '../../src/http/plugins/store-metrics.js';
+import { systemClock } from '../../src/lib/clock.js';
 
 describeEachStore('operations routes (/healthz, /readyz, /metrics)', (env) => {
   it('answers /healthz and /readyz without a key and reveals nothing else', async () => {
@@ -90,6 +94,22 @@ describeEachStore('operations routes (/healthz, /readyz, /metrics)', (env) => {
     expect(after.overdueTick).toBeGreaterThanOrEqual(60);
     // Two Pathway records and their status tags entered the change log.
     expect(after.unfolded).toBeGreaterThanOrEqual(before.unfolded! + 4);
+  });
+
+  it('leaves the store gauges out of a scrape when the store does not answer, and says so in carepath_store_up', async () => {
+    const up = (await env.app.inject({ method: 'GET', url: '/metrics' })).body;
+    expect(sample(up, 'carepath_store_up')).toBe(1);
+    // A store whose every read of the work fails (it holds no tables), as in an outage.
+    const store = env.kind === 'sqlite' ? openStore('sqlite::memory:') : openStore(env.container.config.databaseUrl, { schema: 'carepath_no_such_schema' });
+    onTestFinished(() => store.close());
+    const registry = new Registry();
+    registerStoreGauges(registry, store.db, systemClock);
+    const down = await registry.metrics();
+    expect(sample(down, 'carepath_store_up')).toBe(0);
+    // Not 0 (a backlog that looks drained, and clears the alerts on it): no sample at all.
+    for (const name of ['carepath_deliveries_waiting', 'carepath_deliveries_failed', 'carepath_runs_due', 'carepath_runs_due_oldest_seconds', 'carepath_runs_failing', 'carepath_schedule_tick_overdue_seconds', 'carepath_tag_changes_unfolded']) {
+      expect(sample(down, name), name).toBeUndefined();
+    }
   });
 
   it("compares this machine's clock with the database's (PostgreSQL), and says so in the log when they disagree", async () => {

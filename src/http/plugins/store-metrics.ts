@@ -9,7 +9,9 @@
  * the same figures. Each read walks an index that holds only the work in question (the claim
  * indexes of runs and deliveries, the index of failing runs), never a table's history; the
  * change log is counted up to LOG_COUNT_CAP rows. If the store does not answer, the gauges are
- * left out of that scrape rather than failing it (the HTTP and process metrics still matter then).
+ * left out of that scrape rather than failing it (the HTTP and process metrics still matter then),
+ * and `carepath_store_up` reads 0. Left out, not 0: a gauge reset to 0 read as a backlog drained
+ * at the very moment of an outage, and cleared every alert on it (an on-call review, 2026-11-27).
  *
  * On PostgreSQL one gauge is of the process: `carepath_clock_ahead_seconds`, this machine's clock
  * against the database's (storage/clock-skew.ts).
@@ -103,10 +105,19 @@ export function registerStoreGauges(registry: Registry, db: Db, clock: Clock): v
       registers: [registry],
       async collect() {
         const found = await work();
+        // remove(), with no labels, drops the one series: the scrape has no sample of it.
         if (found) this.set(read(found));
-        else this.reset();
+        else this.remove();
       },
     });
+  new Gauge({
+    name: 'carepath_store_up',
+    help: 'Whether the store answered the reads behind the store gauges of this scrape (1) or not (0: they are left out)',
+    registers: [registry],
+    async collect() {
+      this.set((await work()) ? 1 : 0);
+    },
+  });
   gauge('carepath_deliveries_waiting', 'Deliveries received and not yet processed (received or processing)', (w) => w.deliveriesWaiting);
   gauge('carepath_deliveries_failed', 'Deliveries whose processing failed for good', (w) => w.deliveriesFailed);
   gauge('carepath_runs_due', 'Runs due (scheduled, or running with a timer due or a lease run out) that no worker holds', (w) => w.runsDue);
@@ -131,7 +142,7 @@ export function registerStoreGauges(registry: Registry, db: Db, clock: Clock): v
       async collect() {
         const skew = await measureClockSkew(db).catch(() => null);
         if (skew) this.set(skew.aheadMs / 1000);
-        else this.reset();
+        else this.remove();
       },
     });
   }
