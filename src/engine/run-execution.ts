@@ -146,9 +146,24 @@ export class RunExecution {
    * Runs that end otherwise are not logged, one line each would be most of a busy worker's output.
    */
   private logErrored(nodeId: string): void {
+    this.services.logger.warn(this.logFields(nodeId), 'run errored');
+  }
+
+  /** What names a run and this worker in a log line (never its data). */
+  private logFields(nodeId: string) {
+    return { runId: this.run.id, workspaceId: this.run.workspaceId, triggerId: this.run.triggerId, nodeId, workerId: this.lease.owner };
+  }
+
+  /**
+   * A call made again because its last attempt recorded no outcome: its worker died, lost the
+   * run (a lease that ran out while it stalled), or let it go paused. Worth a warning: the
+   * receiving system may see the call twice (with the same Idempotency-Key), and a worker that
+   * takes over another's runs is how an on-call engineer learns one was lost.
+   */
+  private logRedo(move: Extract<Move, { kind: 'run' }>, stepId: string): void {
     this.services.logger.warn(
-      { runId: this.run.id, workspaceId: this.run.workspaceId, triggerId: this.run.triggerId, nodeId, workerId: this.lease.owner },
-      'run errored',
+      { ...this.logFields(move.nodeId), automationId: move.automation.id, automation: move.automation.type, attempt: move.attempt, stepId, interruptedStepId: move.redo!.stepId },
+      'making a call again: its last attempt recorded no outcome (its worker stopped or lost the run, or the run was paused mid-call); the receiver may see it twice, with the same Idempotency-Key',
     );
   }
 
@@ -247,6 +262,7 @@ export class RunExecution {
   ): Promise<Turn> {
     const open: OpenStep = { stepId: step.stepId, automationId: move.automation.id, attempt: move.attempt, startedAt: step.startedAt };
     const started = beginStep(state, move.nodeId, open);
+    if (move.redo) this.logRedo(move, step.stepId);
     await this.commit({
       state: started,
       at: step.startedAt,
@@ -262,6 +278,10 @@ export class RunExecution {
         // Taken over mid-call (the new holder owns the step now), or paused or canceled before a
         // next try: write nothing, send nothing more. The run is let go at once (a no-op unless
         // still ours), so that a resume redoes the call instead of waiting out this lease.
+        this.services.logger.info(
+          { ...this.logFields(move.nodeId), automationId: move.automation.id, stepId: step.stepId },
+          'stopped a call before its next try: the run was taken over by another worker, paused or canceled',
+        );
         await releaseRun(this.services.db, this.lease, { availableAt: this.nowIso() });
         return 'done';
       }

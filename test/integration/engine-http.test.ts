@@ -6,6 +6,7 @@ import { capturedLogger } from '../helpers/log-capture.js';
 import { createAllowList } from '../../src/engine/outbound/allow-list.js';
 import { engineServices } from '../../src/engine/engine-services.js';
 import { RunWorker } from '../../src/engine/worker.js';
+import type { Logger } from '../../src/lib/logger.js';
 
 const ledger = new LedgerServer();
 beforeAll(() => ledger.listen());
@@ -155,12 +156,14 @@ describeEachStore('engine: http automation', (env) => {
     const sentTo = (path: string, before: number) => ledger.requests.slice(before).filter((r) => r.path === path);
 
     /** A run whose call got a 503 (Retry-After 1 s) and waits to try again; its worker draining. */
-    async function callWaitingToRetry(ws: TestWorkspace, path: string) {
+    async function callWaitingToRetry(ws: TestWorkspace, path: string, logger?: Logger) {
       ledger.on(path, { status: 503, headers: { 'retry-after': '1' } });
       const { triggerId } = await webTriggerFor(ws, chain(`Call to ${path}`, [httpStep('c', { method: 'POST', url: ledger.url(path), body: {} })]));
       const runId = await fire(ws, triggerId);
       const before = ledger.requests.length;
-      const worker = testWorker(env, {}, slowRetries);
+      const worker = logger
+        ? new RunWorker({ ...engineServices(env.container, { timeoutMs: 2_000, ...slowRetries }), logger }, { leaseMs: 5_000 })
+        : testWorker(env, {}, slowRetries);
       const draining = worker.drain();
       for (let i = 0; i < 500 && sentTo(path, before).length === 0; i++) await new Promise((r) => setTimeout(r, 10));
       return { runId, before, worker, draining };
@@ -180,9 +183,10 @@ describeEachStore('engine: http automation', (env) => {
       expect(row.lease_owner).toBeNull();
     });
 
-    it('paused: sends nothing more until resumed, then makes the call again with the same key', async () => {
+    it('paused: sends nothing more until resumed, then makes the call again with the same key, saying so in the log', async () => {
       const ws = await env.workspace();
-      const { runId, before, worker, draining } = await callWaitingToRetry(ws, '/pause-me');
+      const { logger, lines } = capturedLogger('info');
+      const { runId, before, worker, draining } = await callWaitingToRetry(ws, '/pause-me', logger);
       expect((await ws.call('POST', `/v1/runs/${runId}/pause`)).statusCode).toBe(200);
       await draining;
       expect(sentTo('/pause-me', before)).toHaveLength(1);
@@ -198,7 +202,16 @@ describeEachStore('engine: http automation', (env) => {
       const sent = sentTo('/pause-me', before);
       expect(sent).toHaveLength(2);
       expect(new Set(sent.map((r) => r.headers['idempotency-key']))).toEqual(new Set([`${runId}:call:c`]));
-      expect((await getSteps(ws, runId)).map((s) => [s.attempt, s.outcome])).toEqual([[1, 'interrupted'], [2, 'ok']]);
+      const steps = await getSteps(ws, runId);
+      expect(steps.map((s) => [s.attempt, s.outcome])).toEqual([[1, 'interrupted'], [2, 'ok']]);
+      // The worker said why it stopped, and the next one that it called again (ids, never data).
+      const ofRun = lines.filter((line) => line.runId === runId && line.msg !== 'http automation will try again');
+      expect(ofRun.map((line) => [line.level, (line.msg as string).split(':')[0]])).toEqual([
+        [30, 'stopped a call before its next try'],
+        [40, 'making a call again'],
+      ]);
+      expect(ofRun[1]).toMatchObject({ nodeId: 'call', automationId: 'c', automation: 'http', attempt: 2, interruptedStepId: steps[0].stepId, stepId: steps[1].stepId });
+      expect(JSON.stringify(ofRun)).not.toContain('/pause-me');
     });
   });
 
