@@ -11,6 +11,7 @@ import { createFhirValidator, type FhirValidator } from '../../src/ingestion/fhi
 import { DeliveryProcessor, type DeliveryProcessorOptions } from '../../src/modules/deliveries/delivery-processor.js';
 import { Scheduler } from '../../src/modules/scheduling/scheduler.js';
 import { workerBasics, type Container } from '../../src/container.js';
+import type { Logger } from '../../src/lib/logger.js';
 import { simpleBlueprint, type TestEnv, type TestWorkspace } from './test-env.js';
 import { SYNTHEA_FIXTURES } from './shared-files.js';
 
@@ -81,9 +82,10 @@ export function validator(): FhirValidator {
   return sharedValidator;
 }
 
-export function processorFor(env: TestEnv, options: DeliveryProcessorOptions = {}): DeliveryProcessor {
+/** A processor on the test container (its logger, unless one is given to read its lines back). */
+export function processorFor(env: TestEnv, options: DeliveryProcessorOptions = {}, logger?: Logger): DeliveryProcessor {
   const c = env.container;
-  return new DeliveryProcessor({ ...workerBasics(c), reader: c.deliveryReader }, options);
+  return new DeliveryProcessor({ ...workerBasics(c), reader: c.deliveryReader, ...(logger ? { logger } : {}) }, options);
 }
 
 export function schedulerFor(container: Container): Scheduler {

@@ -2,16 +2,19 @@ import { expect, it } from 'vitest';
 import { describeEachStore, type TestWorkspace } from '../helpers/test-env.js';
 import {
   createEndpoint,
+  deliver,
   deliverAndProcess,
   eventTrigger,
   lastDelivery,
   nowSeconds,
+  processorFor,
   runsOf,
   search,
   type Endpoint,
 } from '../helpers/deliveries.js';
 import { changeTags, findRecordByExtId } from '../../src/modules/records/record.repository.js';
 import { chain, fire, recordTags, testWorker, webTriggerFor } from '../helpers/engine-harness.js';
+import { capturedLogger } from '../helpers/log-capture.js';
 
 const patient = (id: string, extra: Record<string, unknown> = {}) => ({ resourceType: 'Patient', id, name: [{ text: `Patient ${id}` }], ...extra });
 const encounter = (id: string, status: string, patientId: string) => ({
@@ -178,8 +181,16 @@ describeEachStore('event triggers', (env) => {
     const patched = await ws.call('PATCH', `/v1/triggers/${diabetes.triggerId}`, { body: { when: 'payload.resource.code.coding.code' } });
     expect(patched.statusCode, patched.body).toBe(200);
     const twoCodes = { ...observation('o-3', '4548-4', 8), code: { coding: [{ code: 'a' }, { code: 'b' }] } };
-    await deliverAndProcess(env, feed, twoCodes);
+    expect((await deliver(env, feed, twoCodes)).statusCode).toBe(202);
+    const { logger, lines } = capturedLogger('info');
+    await processorFor(env, {}, logger).drain();
     expect(await runsOf(ws, `triggerId=${diabetes.triggerId}`)).toHaveLength(1);
+    // Told apart from false in the log: which trigger, on how many events; never the resource.
+    const failed = lines.filter((line) => line.triggerId === diabetes.triggerId);
+    expect(failed).toHaveLength(1);
+    expect(failed[0]).toMatchObject({ level: 40, events: 1, deliveryId: expect.any(String), webhookId: feed.webhookId });
+    expect(failed[0].msg).toMatch(/^an event trigger's condition \(when\) could not be evaluated/);
+    expect(JSON.stringify(lines)).not.toContain('o-3');
     // Cleared: every such event starts a run again.
     expect((await ws.call('PATCH', `/v1/triggers/${diabetes.triggerId}`, { body: { when: null } })).json().when).toBeNull();
     await deliverAndProcess(env, feed, observation('o-4', '29463-7', 80));

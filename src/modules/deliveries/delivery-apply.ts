@@ -16,7 +16,7 @@ import type { Database, Db } from '../../storage/database.js';
 import type { Dialect } from '../../storage/connect.js';
 import type { DeliveryDigest } from '../../ingestion/delivery-digest.js';
 import { changesOf, touchedStateKeys, type DeliveryChanges, type RaisedEvent } from '../../ingestion/resource-changes.js';
-import { findActiveEventTriggers, planEventRuns, type EventOccurrence, type EventTrigger } from '../events/event-runs.js';
+import { findActiveEventTriggers, planEventRuns, type ConditionFailures, type EventOccurrence, type EventTrigger } from '../events/event-runs.js';
 import { holdLeases, holdLeasesSqlite, markProcessed, markProcessedSqlite, type DeliveryRow, type ProcessedOutcome } from './delivery.repository.js';
 import { readResourceStates, writeResourceStates } from './resource-state.repository.js';
 import { readResourceStatesSqlite, writeResourceStatesSqlite } from './resource-state-sqlite.js';
@@ -40,9 +40,9 @@ export interface ApplyDeps {
 }
 
 export type ApplyResult =
-  | { kind: 'processed'; plannedRunIds: string[]; wakes: PendingWake[]; outcome: ProcessedOutcome }
+  | { kind: 'processed'; plannedRunIds: string[]; wakes: PendingWake[]; outcome: ProcessedOutcome; conditionFailures: ConditionFailures }
   /** a part of a delivery applied in parts, not its last: the runs it planned are to be created, and the next part applied */
-  | { kind: 'part-applied'; plannedRunIds: string[]; appliedItems: number }
+  | { kind: 'part-applied'; plannedRunIds: string[]; appliedItems: number; conditionFailures: ConditionFailures }
   /** another processor took the delivery over (this one was too slow): it does the work */
   | { kind: 'lease-lost' };
 
@@ -243,7 +243,7 @@ async function finishDelivery(
     leaseExpiresAt: new Date(now.getTime() + planLeaseMs).toISOString(),
     at,
   };
-  const { planned } = await planEventRuns(
+  const { planned, conditionFailures } = await planEventRuns(
     tx,
     dialect,
     context,
@@ -264,7 +264,7 @@ async function finishDelivery(
   if (part && part.to < part.of) {
     // The transaction began by making sure this processor still holds the delivery (holdLeases).
     await writeProgress(tx, delivery.id, sofar, at);
-    return { kind: 'part-applied', plannedRunIds, appliedItems: part.to };
+    return { kind: 'part-applied', plannedRunIds, appliedItems: part.to, conditionFailures };
   }
   const wakes = sofar.pendingWakes;
   const outcome: ProcessedOutcome = {
@@ -281,7 +281,7 @@ async function finishDelivery(
     throw new Error('the delivery changed state while it was being processed');
   }
   if (part) await deleteProgress(tx, delivery.id);
-  return { kind: 'processed', plannedRunIds, wakes, outcome };
+  return { kind: 'processed', plannedRunIds, wakes, outcome, conditionFailures };
 }
 
 function byWorkspace(written: readonly Written[]): Map<string, Written[]> {

@@ -352,6 +352,13 @@ export class DeliveryProcessor {
     }
     const planned = result.plannedRunIds;
     const wakes = result.kind === 'processed' ? result.wakes : [];
+    for (const [triggerId, events] of result.conditionFailures) {
+      // The kind of failure only: an evaluation error may quote the resource.
+      logger.warn(
+        { ...log, triggerId, events },
+        "an event trigger's condition (when) could not be evaluated on this delivery's resources, so it started no run for them: an error, not false (a path giving several items where one was wanted, a type that does not compare); fix the condition",
+      );
+    }
     if (result.kind === 'processed') {
       logger.info({ ...log, accepted: delivery.accepted, skipped: result.outcome.problemCount, runsStarted: result.outcome.runsStarted }, 'delivery processed');
     }

@@ -49,16 +49,22 @@ const conditions = new ExpressionCache(500);
 /**
  * Whether an event's run meets its trigger's condition. A condition that fails on this resource
  * (more than one item where one Boolean was wanted, a type error) does not hold: no run starts,
- * as for a condition that is false.
+ * as for a condition that is false; but it is told apart (`failed`), for the log to say so.
  */
-function meetsCondition(when: string, payload: () => unknown): boolean {
+function meetsCondition(when: string, payload: () => unknown): boolean | 'failed' {
   try {
     return evaluateBoolean(conditions.compile(when), { payload: payload(), subject: {}, steps: {}, vars: {} });
   } catch (error) {
-    if (error instanceof ExpressionEvaluationError || error instanceof ExpressionSyntaxError) return false;
+    if (error instanceof ExpressionEvaluationError || error instanceof ExpressionSyntaxError) return 'failed';
     throw error;
   }
 }
+
+/**
+ * Per trigger, how many of a delivery's events its condition failed on (an error, not false).
+ * Such a trigger held back runs it may have been meant to start, and nothing else would say so.
+ */
+export type ConditionFailures = Map<string, number>;
 
 export interface EventRunSource {
   deliveryId: string;
@@ -87,7 +93,8 @@ export async function findActiveEventTriggers(db: DbOrTx, workspaceId: string, e
  * Plans the runs the occurrences start (inside the caller's transaction) and stores them as
  * planned runs held by `context.owner`. `triggers`: the workspace's active event triggers for
  * (at least) these events, from `findActiveEventTriggers` in the same transaction (read once for
- * deliveries applied together). Returns the planned rows and how many runs onePerSubject held back.
+ * deliveries applied together). Returns the planned rows, how many runs onePerSubject held back,
+ * and the triggers whose condition failed on some occurrences.
  */
 export async function planEventRuns(
   db: DbOrTx,
@@ -96,13 +103,14 @@ export async function planEventRuns(
   occurrences: readonly EventOccurrence[],
   source: EventRunSource,
   triggers: readonly EventTrigger[],
-): Promise<{ planned: PlannedRunRow[]; skipped: number }> {
+): Promise<{ planned: PlannedRunRow[]; skipped: number; conditionFailures: ConditionFailures }> {
   const raised = new Set(occurrences.map((o) => o.event));
   const byEvent = new Map<string, EventTrigger[]>();
   for (const trigger of triggers) {
     if (raised.has(trigger.event)) byEvent.set(trigger.event, [...(byEvent.get(trigger.event) ?? []), trigger]);
   }
-  if (byEvent.size === 0) return { planned: [], skipped: 0 };
+  const conditionFailures: ConditionFailures = new Map();
+  if (byEvent.size === 0) return { planned: [], skipped: 0, conditionFailures };
   const onePerSubject = [...byEvent.values()].flat().filter((trigger) => trigger.one_per_subject === 1).map((trigger) => trigger.id);
   await lockTriggers(db, dialect, onePerSubject);
   const subjects = occurrences.flatMap((o) => (o.subjectRecordId !== null && byEvent.has(o.event) ? [o.subjectRecordId] : []));
@@ -115,7 +123,11 @@ export async function planEventRuns(
     let payload: unknown;
     const payloadOf = () => (payload ??= JSON.parse(eventPayloadJson(occurrence.event, occurrence.resourceJson, source.deliveryId)));
     for (const trigger of byEvent.get(occurrence.event) ?? []) {
-      if (trigger.when_expression !== null && !meetsCondition(trigger.when_expression, payloadOf)) continue;
+      if (trigger.when_expression !== null) {
+        const met = meetsCondition(trigger.when_expression, payloadOf);
+        if (met === 'failed') conditionFailures.set(trigger.id, (conditionFailures.get(trigger.id) ?? 0) + 1);
+        if (met !== true) continue;
+      }
       const subject = occurrence.subjectRecordId;
       if (trigger.one_per_subject === 1 && subject !== null) {
         const key = subjectKey(trigger.id, subject);
@@ -136,5 +148,5 @@ export async function planEventRuns(
     }
   }
   await insertPlannedRuns(db, planned);
-  return { planned, skipped };
+  return { planned, skipped, conditionFailures };
 }
