@@ -3,13 +3,14 @@
  * OpenAPI, webhook deliveries) sit at the top level; every other /v1 route is registered inside
  * one context whose hook demands an API key, so a new route cannot be public by accident.
  */
-import Fastify, { LogController, type FastifyBaseLogger } from 'fastify';
+import Fastify, { type FastifyBaseLogger } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Registry } from 'prom-client';
 import type { Container } from '../container.js';
 import type { Api } from './types.js';
 import { requestIdFrom } from './plugins/request-id.js';
 import { lazyRequestLoggerFactory } from './plugins/request-logger.js';
+import { RequestLogLines } from './plugins/request-log-lines.js';
 import { answerFrameworkError, registerErrorHandling } from './plugins/errors.js';
 import { acceptJsonOnly } from './plugins/json-body.js';
 import { useStrictValidation } from './plugins/validation.js';
@@ -44,7 +45,7 @@ export async function buildApp(container: Container, options: AppOptions = {}): 
   const requestTimeout = options.requestTimeoutMs ?? REQUEST_TIMEOUT_MS;
   const app = Fastify({
     loggerInstance: container.logger as FastifyBaseLogger,
-    logController: new LogController({ disableRequestLogging: !options.logRequests, requestIdLogLabel: 'requestId' }),
+    logController: new RequestLogLines({ disableRequestLogging: !options.logRequests, requestIdLogLabel: 'requestId' }),
     childLoggerFactory: lazyRequestLoggerFactory,
     bodyLimit: API_BODY_LIMIT,
     genReqId: requestIdFrom,

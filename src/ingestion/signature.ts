@@ -46,7 +46,13 @@ export type SignatureFailureReason =
 
 export type SignatureCheck =
   | { ok: true; timestamp: number; secretIndex: number }
-  | { ok: false; code: 'invalid_signature' | 'signature_expired'; reason: SignatureFailureReason };
+  | {
+      ok: false;
+      code: 'invalid_signature' | 'signature_expired';
+      reason: SignatureFailureReason;
+      /** `signature_expired` only: how far the signed `t` is ahead of the receiver's clock (negative: behind), in seconds */
+      skewSeconds?: number;
+    };
 
 interface ParsedHeader {
   timestamp: string;
@@ -120,7 +126,9 @@ export function verifySignature(
   if (matched < 0) return fail('no_matching_signature');
 
   const timestamp = Number(parsed.timestamp);
-  if (Math.abs(nowSeconds - timestamp) > toleranceSeconds) return fail('timestamp_outside_window');
+  if (Math.abs(nowSeconds - timestamp) > toleranceSeconds) {
+    return { ok: false, code: 'signature_expired', reason: 'timestamp_outside_window', skewSeconds: timestamp - nowSeconds };
+  }
   return { ok: true, timestamp, secretIndex: matched };
 }
 

@@ -9,6 +9,8 @@ import { Registry } from 'prom-client';
 import { openStore } from '../../src/storage/connect.js';
 import { registerStoreGauges } from '../../src/http/plugins/store-metrics.js';
 import { systemClock } from '../../src/lib/clock.js';
+import { buildApp } from '../../src/http/app.js';
+import { capturedLogger } from '../helpers/log-capture.js';
 
 describeEachStore('operations routes (/healthz, /readyz, /metrics)', (env) => {
   it('answers /healthz and /readyz without a key and reveals nothing else', async () => {
@@ -94,6 +96,30 @@ describeEachStore('operations routes (/healthz, /readyz, /metrics)', (env) => {
     expect(after.overdueTick).toBeGreaterThanOrEqual(60);
     // Two Pathway records and their status tags entered the change log.
     expect(after.unfolded).toBeGreaterThanOrEqual(before.unfolded! + 4);
+  });
+
+  it("ends each request's log line with the answer's error code and who asked: key and workspace, or the webhook endpoint", async () => {
+    const ws = await env.workspace();
+    const feed = await createEndpoint(ws);
+    const { logger, lines } = capturedLogger('info');
+    const app = await buildApp({ ...env.container, logger }, { logRequests: true });
+    onTestFinished(() => app.close());
+    const get = (url: string, key?: string) => app.inject({ method: 'GET', url, headers: key ? { authorization: `Bearer ${key}` } : {} });
+    await get('/v1/me', ws.key);
+    await get('/v1/runs/0190c0de-0000-7000-8000-000000000001', ws.key);
+    await get('/v1/me', 'cpk_staging_notakey');
+    const body = JSON.stringify({ resourceType: 'Patient', id: 'logged-p' });
+    await app.inject({ method: 'POST', url: `/v1/webhooks/${feed.webhookId}`, headers: { 'content-type': 'application/json', 'x-service-signature': 't=1,v1=00' }, payload: body });
+    const completed = lines.filter((line) => line.msg === 'request completed');
+    const shown = completed.map((line) => [(line.res as { statusCode: number }).statusCode, line.code, line.keyId, line.workspaceId, line.webhookId]);
+    expect(shown).toEqual([
+      [200, undefined, ws.keyId, ws.workspaceId, undefined],
+      [404, 'not_found', ws.keyId, ws.workspaceId, undefined],
+      [401, 'invalid_api_key', undefined, undefined, undefined],
+      [401, 'invalid_signature', undefined, undefined, feed.webhookId],
+    ]);
+    expect(JSON.stringify(lines)).not.toContain(ws.key);
+    expect(JSON.stringify(lines)).not.toContain('logged-p');
   });
 
   it('leaves the store gauges out of a scrape when the store does not answer, and says so in carepath_store_up', async () => {

@@ -76,6 +76,8 @@ function mapFrameworkError(error: FastifyError): ApiError | null {
 
 export function sendError(reply: FastifyReply, error: ApiError): FastifyReply {
   for (const [name, value] of Object.entries(error.headers)) reply.header(name, value);
+  // For the request's last log line (request-log-lines.ts).
+  reply.request.answerCode = error.code;
   return reply.code(error.status).send({ error: error.message, code: error.code, requestId: reply.request.id });
 }
 

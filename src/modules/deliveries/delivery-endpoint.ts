@@ -130,7 +130,16 @@ export async function checkDeliveryCredentials(
     );
     if (stale) throw new ApiError('invalid_signature', rotatedOut('X-Service-Signature was made with a secret', stale));
   }
-  throw new ApiError(check.code, SIGNATURE_MESSAGES[check.reason]);
+  throw new ApiError(check.code, check.skewSeconds === undefined ? SIGNATURE_MESSAGES[check.reason] : expiredMessage(check.skewSeconds));
+}
+
+/**
+ * How far off, and which way: told only to a sender whose signature matched. A `t` far behind
+ * is a replayed request or a sender's clock running late; far ahead, a clock running early (NTP).
+ */
+function expiredMessage(skewSeconds: number): string {
+  const way = skewSeconds < 0 ? 'behind' : 'ahead of';
+  return `X-Service-Signature t is ${Math.abs(skewSeconds)} seconds ${way} this service's clock (at most 300 are accepted); sign with the current time, and check the sending machine's clock (NTP)`;
 }
 
 /** A signature by a rotated-out secret is named as such whatever its `t` (within ten years). */
