@@ -1,7 +1,9 @@
 import { Migrator, sql, type MigrationProvider, type MigrationResult } from 'kysely';
 import type { Db } from './database.js';
 import { migrations } from './migrations/index.js';
-import { openStore, type Store, type StoreOptions } from './connect.js';
+import { accessSync, constants, existsSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import { openStore, sqlitePathOf, type Store, type StoreOptions } from './connect.js';
 import { storeUnavailable } from './store-unavailable.js';
 
 const provider: MigrationProvider = { getMigrations: async () => migrations };
@@ -87,6 +89,19 @@ function newerStoreError(error: unknown): StoreNewerThanCodeError | null {
 }
 
 /**
+ * A SQLite file, and its folder (where the WAL and its index are made), must be writable by this
+ * process. SQLite opens a file it may not write without a word (an immutable file, a read-only
+ * mount, another user's file), takes its writes into the WAL, and fails only when it checkpoints:
+ * the service said `listening`, then died on `attempt to write a readonly database`, naming no
+ * file (an observability review, 2026-11-27). Checked before opening, it is a sentence at start.
+ */
+function assertSqliteWritable(databaseUrl: string): void {
+  const file = sqlitePathOf(databaseUrl);
+  if (file === null) return;
+  for (const path of [file, dirname(resolve(file))]) if (existsSync(path)) accessSync(path, constants.W_OK);
+}
+
+/**
  * Opens the store and, unless `migrate` is false, brings its schema up to date: what the service
  * and `carepath migrate` do first. A store that cannot be reached or opened is closed again and
  * comes back as one plain sentence (store-unavailable.ts); other failures keep their own error.
@@ -97,6 +112,7 @@ export async function openMigratedStore(
 ): Promise<{ store: Store; applied: MigrationResult[] }> {
   let store: Store | undefined;
   try {
+    assertSqliteWritable(databaseUrl);
     store = openStore(databaseUrl, options.storeOptions);
     const applied = options.migrate === false ? [] : await migrateOwnConnections(databaseUrl, store, options);
     return { store, applied };

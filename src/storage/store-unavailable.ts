@@ -30,6 +30,10 @@ const WHAT_WENT_WRONG: Record<string, string> = {
   SQLITE_NOTADB: 'the file is not a SQLite database',
   SQLITE_CANTOPEN: 'the file cannot be opened (a directory, or no permission?)',
   SQLITE_READONLY: 'the file is read-only for this user',
+  // From the writability check before a SQLite file is opened (migrate.ts).
+  EACCES: 'this user may not write the SQLite file or its folder (where the WAL goes); check their owner and permissions',
+  EPERM: 'the SQLite file or its folder may not be written, even by root: is it immutable (lsattr; chattr -i)?',
+  EROFS: 'the SQLite file is on a read-only file system; mount it writable or choose another path',
   SQLITE_CORRUPT: 'the database file is damaged; restore it from a backup (docs/operations.md)',
 };
 

@@ -10,6 +10,10 @@ import { openStore } from '../../src/storage/connect.js';
 import { registerStoreGauges } from '../../src/http/plugins/store-metrics.js';
 import { systemClock } from '../../src/lib/clock.js';
 import { buildApp } from '../../src/http/app.js';
+import Fastify from 'fastify';
+import { registerHealthRoutes } from '../../src/http/routes/health.js';
+import type { Api } from '../../src/http/types.js';
+import type { Container } from '../../src/container.js';
 import { capturedLogger } from '../helpers/log-capture.js';
 
 describeEachStore('operations routes (/healthz, /readyz, /metrics)', (env) => {
@@ -120,6 +124,25 @@ describeEachStore('operations routes (/healthz, /readyz, /metrics)', (env) => {
     ]);
     expect(JSON.stringify(lines)).not.toContain(ws.key);
     expect(JSON.stringify(lines)).not.toContain('logged-p');
+  });
+
+  it('says in the log why /readyz is 503 (at most every 30 s), and when it is ready again', async () => {
+    const { logger, lines } = capturedLogger('info');
+    // Nothing listens on port 1: every read fails as in an outage, until the store is back.
+    const down = openStore('postgres://carepath@127.0.0.1:1/nothing');
+    onTestFinished(() => down.close());
+    let db = down.db;
+    const app = Fastify();
+    registerHealthRoutes(app as unknown as Api, { logger, get db() { return db; } } as unknown as Container);
+    const ready = async () => (await app.inject({ method: 'GET', url: '/readyz' })).statusCode;
+    expect([await ready(), await ready(), await ready()]).toEqual([503, 503, 503]);
+    db = env.db;
+    expect(await ready()).toBe(200);
+    expect(await ready()).toBe(200);
+    expect(lines.map((line) => [line.level, line.msg, (line.err as { code?: string } | undefined)?.code])).toEqual([
+      [40, 'not ready: the store does not answer', 'ECONNREFUSED'],
+      [30, 'ready again: the store answers', undefined],
+    ]);
   });
 
   it('leaves the store gauges out of a scrape when the store does not answer, and says so in carepath_store_up', async () => {

@@ -1,4 +1,9 @@
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { openMigratedStore } from '../../src/storage/migrate.js';
 import { storeUnavailable, withoutPassword, StoreUnavailableError } from '../../src/storage/store-unavailable.js';
 import { isConflictError, isStoreFullError, isTransientStoreError, loggableError } from '../../src/lib/store-errors.js';
 
@@ -21,6 +26,32 @@ describe('storeUnavailable', () => {
     expect(storeUnavailable('sqlite:./data/carepath.db', notDb)!.message).toBe(
       'cannot open the store in CAREPATH_DATABASE_URL (sqlite:./data/carepath.db): the file is not a SQLite database [SQLITE_NOTADB: file is not a database]',
     );
+  });
+
+  it('refuses a SQLite file it may not write before opening it, naming the file (it used to fail after listening)', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'carepath-ro-'));
+    const file = join(dir, 'ro.db');
+    const { store } = await openMigratedStore(`sqlite:${file}`);
+    await store.close();
+    // Immutable even for root, as a read-only mount would be; not every file system has it.
+    let immutable = true;
+    try {
+      execFileSync('chattr', ['+i', file], { stdio: 'ignore' });
+    } catch {
+      immutable = false;
+    }
+    try {
+      if (!immutable) {
+        expect(storeUnavailable(`sqlite:${file}`, Object.assign(new Error(`EPERM: operation not permitted, access '${file}'`), { code: 'EPERM' }))!.message).toMatch(/immutable/);
+        return;
+      }
+      await expect(openMigratedStore(`sqlite:${file}`)).rejects.toThrow(
+        new RegExp(`^cannot open the store in CAREPATH_DATABASE_URL \\(sqlite:${file}\\): the SQLite file or its folder may not be written, even by root: is it immutable \\(lsattr; chattr -i\\)\\? \\[EPERM: `),
+      );
+    } finally {
+      if (immutable) execFileSync('chattr', ['-i', file]);
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('explains a connection that was cut or never answered, which node-postgres reports without a code', () => {
