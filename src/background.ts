@@ -12,6 +12,8 @@ import { tagBitmapFolderService } from './modules/search/tag-bitmap-folder.servi
 export interface RunningService {
   /** Stops taking new work and waits for work in hand to reach a safe point. */
   stop(): Promise<void>;
+  /** The name its leases and log lines carry (`lease_owner`, `workerId`), said when it starts. */
+  owner?: string;
 }
 
 export interface BackgroundService {
@@ -29,8 +31,9 @@ export const backgroundServices: BackgroundService[] = [
 export async function startBackgroundServices(container: Container): Promise<RunningService> {
   const running: { name: string; service: RunningService }[] = [];
   for (const service of backgroundServices) {
-    running.push({ name: service.name, service: await service.start(container) });
-    container.logger.info({ component: service.name }, 'background service started');
+    const started = await service.start(container);
+    running.push({ name: service.name, service: started });
+    container.logger.info({ component: service.name, ...(started.owner ? { owner: started.owner } : {}) }, 'background service started');
   }
   return {
     async stop() {

@@ -20,6 +20,7 @@ export async function startEngineWorker(container: Container, options: WorkerOpt
   worker.start();
   return {
     worker,
+    owner: worker.id,
     async stop() {
       await worker.stop();
       await signals.close();

@@ -39,6 +39,7 @@ export function deliveryProcessorService(options: DeliveryProcessorOptions & { w
         begin();
       }
       return {
+        owner: processor.owner,
         stop: () => {
           stopped = true;
           return processor.stop();
