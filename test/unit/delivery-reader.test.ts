@@ -6,7 +6,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ApiError } from '../../src/lib/errors.js';
-import { inlineDeliveryReader, ThreadDeliveryReader, type DeliveryReader } from '../../src/modules/deliveries/delivery-reader.js';
+import { DIGEST_PART_ITEMS, inlineDeliveryReader, ThreadDeliveryReader, type DeliveryReader } from '../../src/modules/deliveries/delivery-reader.js';
 import { EXAMPLES, validator } from '../helpers/deliveries.js';
 
 const PATIENT_URN = 'urn:uuid:3f1b9f8e-7a56-4a0d-9a43-6f1d5b2a9c11';
@@ -81,6 +81,22 @@ describe('delivery reader', () => {
       expect(await onThread.shaped).toBe(await here.shaped);
       expect(await onThread.digest()).toEqual(await here.digest());
     }
+  });
+
+  it('sends a large digest in parts, one asked for at a time, and it arrives whole and in order', async () => {
+    // 2.5 parts of Patients and a refused entry: the problems come with the last part.
+    const count = Math.floor(DIGEST_PART_ITEMS * 2.5);
+    const entries = Array.from({ length: count }, (_, i) => ({ resource: { resourceType: 'Patient', id: `many-${i}`, name: [{ family: `F${i}` }] } }));
+    entries.splice(17, 0, { resource: { resourceType: 'Patient', id: 'bad', gender: 42 } } as never);
+    const body = JSON.stringify({ resourceType: 'Bundle', type: 'collection', entry: entries });
+    const reader = threadReader();
+    // Two at once: the parts of one do not mix with the other's.
+    const [first, second, here] = [reader.read(body), reader.read(body), inline.read(body)];
+    const expected = await here.digest();
+    expect(expected.items).toHaveLength(count);
+    expect(expected.problems).toHaveLength(1);
+    expect(await first.digest()).toEqual(expected);
+    expect(await second.digest()).toEqual(expected);
   });
 
   it('refuses bad bodies with the same invalid_request message as the calling thread', async () => {

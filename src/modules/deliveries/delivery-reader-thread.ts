@@ -9,7 +9,8 @@ import { ApiError } from '../../lib/errors.js';
 import { createFhirValidator } from '../../ingestion/fhir-validate.js';
 import { digestDelivery, readDeliveryBody } from '../../ingestion/delivery-digest.js';
 import type { DeliveryItems } from '../../ingestion/delivery-body.js';
-import type { ReaderReply, ReaderRequest } from './delivery-reader.js';
+import { DIGEST_PART_ITEMS, type ReaderReply, type ReaderRequest } from './delivery-reader.js';
+import type { DeliveryDigest } from '../../ingestion/delivery-digest.js';
 
 const port = parentPort;
 if (!port) throw new Error('delivery-reader-thread.ts runs as a worker thread of delivery-reader.ts');
@@ -28,10 +29,40 @@ let draining = false;
  */
 const MAX_WAITING_TEXT = 64 * 1024 * 1024;
 
+/** Digests being sent in parts (delivery-reader.ts DIGEST_PART_ITEMS), with the next item to send. */
+const sending = new Map<number, { digest: DeliveryDigest; next: number }>();
+
+/** A digest whole, or its first part; the serving thread asks for each next one (`more`). */
+function sendDigest(id: number, digest: DeliveryDigest): void {
+  if (digest.items.length <= DIGEST_PART_ITEMS) {
+    answer({ id, kind: 'digested', digest });
+    return;
+  }
+  sending.set(id, { digest, next: 0 });
+  sendNextPart(id);
+}
+
+function sendNextPart(id: number): void {
+  const sent = sending.get(id);
+  if (!sent) return;
+  const from = sent.next;
+  sent.next = from + DIGEST_PART_ITEMS;
+  if (sent.next < sent.digest.items.length) {
+    answer({ id, kind: 'digest-part', items: sent.digest.items.slice(from, sent.next) });
+    return;
+  }
+  sending.delete(id);
+  answer({ id, kind: 'digested', digest: { items: sent.digest.items.slice(from), problems: sent.digest.problems } });
+}
+
 port.on('message', (request: ReaderRequest) => {
   const { id } = request;
   if (request.kind === 'warm') {
     answer({ id, kind: 'warmed', ms: validator.warm() });
+    return;
+  }
+  if (request.kind === 'more') {
+    sendNextPart(id);
     return;
   }
   while (waitingLength > MAX_WAITING_TEXT) digestOne();
@@ -71,7 +102,7 @@ function digestOne(): boolean {
   if (!next) return false;
   waitingLength -= next.length;
   try {
-    answer({ id: next.id, kind: 'digested', digest: digestDelivery(next.parsed, validator) });
+    sendDigest(next.id, digestDelivery(next.parsed, validator));
   } catch (error) {
     answer({ id: next.id, kind: 'broken', stage: 'digest', name: nameOf(error) });
   }
