@@ -42,19 +42,30 @@ const NEW_RESOURCE_BUCKETS = 1024;
 /** Locks the buckets of the keys that have no state yet; answers whether there were any. */
 async function lockNewResources(tx: DbOrTx, workspaceId: string, keys: readonly [string, string][]): Promise<boolean> {
   if (keys.length === 0) return false;
+  // The stored state is looked up key by key (a lateral LIMIT 1 the planner cannot turn into a
+  // join over the whole table; see lockRows).
   const { rows } = await sql<{ bucket: number }>`
     select pg_advisory_xact_lock(${NEW_RESOURCE_LOCK_CLASS}, b.bucket), b.bucket
     from (
       select distinct (hashtext(${workspaceId} || '/' || k.t || '/' || k.i) & ${NEW_RESOURCE_BUCKETS - 1}) as bucket
       from ${keyRows(keys)}
-      where not exists (
-        select 1 from resource_states s where s.workspace_id = ${workspaceId} and s.resource_type = k.t and s.resource_id = k.i)
+      left join lateral (
+        select 1 as stored from resource_states s
+        where s.workspace_id = ${workspaceId} and s.resource_type = k.t and s.resource_id = k.i limit 1
+      ) f on true
+      where f.stored is null
       order by 1
     ) b`.execute(tx);
   return rows.length > 0;
 }
 
-/** The rows of `table` with these (type, id) keys in the workspace, locked in key order. */
+/**
+ * The rows of `table` with these (type, id) keys in the workspace, locked in key order: the keys
+ * sorted here, then each row found through the key's index entry (a lateral subquery per key).
+ * Written as `(type, id) in (select … from unnest(…))`, the plan hung on the table's statistics:
+ * a table grown since it was last analyzed (a large delivery's parts, each locking its 1,000
+ * keys) was read whole once a part, 25–45 ms a statement and growing (2026-11-27).
+ */
 async function lockRows(
   tx: DbOrTx,
   table: 'resource_states' | 'records',
@@ -65,14 +76,22 @@ async function lockRows(
   if (keys.length === 0) return;
   const id = sql.ref(`r.${idColumn}`);
   await sql`
-    select 1 from ${sql.table(table)} r
-    where r.workspace_id = ${workspaceId}
-      and (r.resource_type, ${id}) in (select k.t, k.i from ${keyRows(keys)})
-    order by r.resource_type, ${id}
-    for update`.execute(tx);
+    select 1 from ${keyRows(inKeyOrder(keys), true)}
+    cross join lateral (
+      select 1 from ${sql.table(table)} r
+      where r.workspace_id = ${workspaceId} and r.resource_type = k.t and ${id} = k.i
+      for update
+    ) locked
+    order by k.n`.execute(tx);
+}
+
+/** Keys sorted one way in every process (by code units), so two groups lock them in the same order. */
+function inKeyOrder(keys: readonly [string, string][]): [string, string][] {
+  return [...keys].sort(([ta, ia], [tb, ib]) => (ta < tb ? -1 : ta > tb ? 1 : ia < ib ? -1 : ia > ib ? 1 : 0));
 }
 
 /** The (type, id) keys as rows `k (t, i)`: two array parameters, whatever their number. */
-function keyRows(keys: readonly [string, string][]) {
-  return sql`unnest(${keys.map(([type]) => type)}::text[], ${keys.map(([, key]) => key)}::text[]) as k (t, i)`;
+function keyRows(keys: readonly [string, string][], numbered = false) {
+  const unnest = sql`unnest(${keys.map(([type]) => type)}::text[], ${keys.map(([, key]) => key)}::text[])`;
+  return numbered ? sql`${unnest} with ordinality as k (t, i, n)` : sql`${unnest} as k (t, i)`;
 }
