@@ -371,6 +371,10 @@ describeEachStore('bad input on every management route', (env) => {
     const f = await fixture(ws);
     const before = await stateOf(ws, f);
     for (const { path, badEnum, nameSearch } of LIST_ROUTES) {
+      // Not decimal digits: Number() read them as 16, 10, 1 and 2.
+      for (const limit of ['0x10', '1e1', '01', '+2', ' 2']) {
+        expectError(await ws.call('GET', `${path}?limit=${encodeURIComponent(limit)}`), 400, 'invalid_request', 'querystring.limit must be a whole number in decimal digits');
+      }
       for (const limit of ['0', '101', '-1', '1.5', 'ten', '']) {
         expectError(await ws.call('GET', `${path}?limit=${limit}`), 400, 'invalid_request', 'querystring.limit');
       }
