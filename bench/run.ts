@@ -1,6 +1,6 @@
 /**
  * `npm run bench`: every benchmark in one run on one machine, each next to its baseline.
- * `npm run bench -- fire engine` runs only the named suites (fire, engine, ingestion, search).
+ * `npm run bench -- fire engine` runs only the named suites (fire, engine, ingestion, search, large).
  */
 import os from 'node:os';
 import { markdownReporter, type BenchSuite } from './reporter.js';
@@ -10,6 +10,7 @@ const suites: Record<string, () => Promise<{ default: BenchSuite }>> = {
   engine: () => import('./engine.js'),
   ingestion: () => import('./ingestion.js'),
   search: () => import('./ingestion.js').then((module) => ({ default: module.searchBench })),
+  large: () => import('./large-delivery.js'),
 };
 
 const only = process.argv.slice(2);
