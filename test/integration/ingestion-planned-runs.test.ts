@@ -5,6 +5,7 @@ import { plannedRun } from '../../src/modules/events/run-plan.js';
 import { insertPlannedRuns, type PlannedRunRow } from '../../src/modules/events/planned-runs.repository.js';
 import { createPlannedRuns, sweepPlannedRuns, type RunStarterDeps } from '../../src/modules/events/planned-runs.js';
 import { processorFor } from '../helpers/deliveries.js';
+import { capturedLogger } from '../helpers/log-capture.js';
 
 const clock = new ManualClock('2025-01-01T00:00:00.000Z');
 
@@ -49,16 +50,20 @@ describeEachStore(
       expect(await runsIn(workspaceId)).toHaveLength(5);
     });
 
-    it('drops the planned runs of a trigger deleted or switched off since they were planned: no run is made after the change', async () => {
+    it('drops the planned runs of a trigger deleted or switched off since they were planned: no run is made after the change, and the log says so', async () => {
       clock.set('2025-01-15T00:00:00.000Z');
       for (const change of ['DELETE', 'PATCH'] as const) {
         const { rows, workspaceId, ws } = await plan(3, 'me', '2025-01-15T00:01:00.000Z');
         const url = `/v1/triggers/${rows[0].trigger_id}`;
         const answer = change === 'DELETE' ? await ws.call('DELETE', url) : await ws.call('PATCH', url, { body: { active: false } });
         expect(answer.statusCode, change).toBeLessThan(300);
-        expect(await createPlannedRuns(deps(), 'me', rows.map((r) => r.id))).toBe(0);
+        const { logger, lines } = capturedLogger('info');
+        expect(await createPlannedRuns({ ...deps(), logger }, 'me', rows.map((r) => r.id))).toBe(0);
         expect(await runsIn(workspaceId)).toHaveLength(0);
         expect(await plannedIn(workspaceId)).toHaveLength(0);
+        expect(lines.map((line) => [line.msg, line.triggerId, line.workspaceId, line.runs])).toEqual([
+          ['planned runs dropped: their trigger was deleted or switched off after they were planned', rows[0].trigger_id, workspaceId, 3],
+        ]);
       }
       // Rows of a dead process are dropped by the sweep the same way.
       const { rows, workspaceId, ws } = await plan(2, 'dead-process', '2025-01-15T00:01:00.000Z');

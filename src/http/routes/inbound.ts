@@ -130,7 +130,7 @@ export function registerInboundRoutes(api: Api, container: Container): void {
       const key = idempotencyKeyHeader(request);
       requireValidIdempotencyKey(key);
       const { replayed, ...evaluation } = await evaluateSearchTrigger(
-        { db: container.db, dialect: container.store.dialect, runCreator: container.runCreator, now: () => container.clock.now() },
+        { db: container.db, dialect: container.store.dialect, runCreator: container.runCreator, now: () => container.clock.now(), logger: request.log },
         request.ctx,
         request.params.triggerId,
         key,

@@ -149,8 +149,8 @@ export class DeliveryProcessor {
   }
 
   private get runStarter(): RunStarterDeps {
-    const { db, dialect, runCreator, clock } = this.deps;
-    return { db, dialect, runCreator, now: () => clock.now() };
+    const { db, dialect, runCreator, clock, logger } = this.deps;
+    return { db, dialect, runCreator, now: () => clock.now(), logger };
   }
 
   /** Claims up to one batch and processes it; returns how many deliveries it claimed. */

@@ -14,6 +14,7 @@
  *   creating and deleting), so a run is never made twice: its id was fixed when it was planned.
  */
 import type { Db } from '../../storage/database.js';
+import type { Logger } from '../../lib/logger.js';
 import type { Dialect } from '../../storage/connect.js';
 import type { RunCreator, PreparedRun } from '../../engine/run-creator.js';
 import type { RequestContext } from '../../auth/context.js';
@@ -33,6 +34,8 @@ export interface RunStarterDeps {
   dialect: Dialect;
   runCreator: RunCreator;
   now: () => Date;
+  /** Says how many planned runs were dropped because their trigger went away (none: not said). */
+  logger?: Pick<Logger, 'info'>;
 }
 
 /** How long a process may hold planned rows before another one may take them over. */
@@ -75,6 +78,7 @@ async function createHeld(deps: RunStarterDeps, rows: PlannedRunRow[]): Promise<
   const live = await liveTriggerIds(deps.db, rows.map((row) => row.trigger_id));
   const dropped = rows.filter((row) => !existing.has(row.id) && !live.has(row.trigger_id));
   await deletePlannedRuns(deps.db, dropped.map((row) => row.id));
+  logDropped(deps, dropped);
   const missing = rows.filter((row) => !existing.has(row.id) && live.has(row.trigger_id));
   const outcomes = await Promise.allSettled(missing.map((row) => deps.runCreator.create(preparedRun(row))));
   const created = new Set(missing.filter((_, i) => outcomes[i].status === 'fulfilled').map((row) => row.id));
@@ -85,6 +89,20 @@ async function createHeld(deps: RunStarterDeps, rows: PlannedRunRow[]): Promise<
   const failure = outcomes.find((outcome): outcome is PromiseRejectedResult => outcome.status === 'rejected');
   if (failure) throw failure.reason;
   return created.size;
+}
+
+/** One line per trigger whose planned runs were dropped: runs a caller may look for and not find. */
+function logDropped(deps: RunStarterDeps, dropped: readonly PlannedRunRow[]): void {
+  if (!deps.logger || dropped.length === 0) return;
+  const byTrigger = new Map<string, { workspaceId: string; runs: number }>();
+  for (const row of dropped) {
+    const seen = byTrigger.get(row.trigger_id) ?? { workspaceId: row.workspace_id, runs: 0 };
+    seen.runs++;
+    byTrigger.set(row.trigger_id, seen);
+  }
+  for (const [triggerId, { workspaceId, runs }] of byTrigger) {
+    deps.logger.info({ triggerId, workspaceId, runs }, 'planned runs dropped: their trigger was deleted or switched off after they were planned');
+  }
 }
 
 /**
