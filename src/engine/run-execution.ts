@@ -137,7 +137,7 @@ export class RunExecution {
     if (!applied) throw new GuardFailed();
     this.state = write.state;
     this.status = 'running';
-    if (write.end?.status === 'errored') this.logErrored(write.end.error?.nodeId ?? '');
+    if (write.end?.status === 'errored') this.logErrored(write.end.error?.nodeId ?? '', write.state);
   }
 
   /**
@@ -145,8 +145,19 @@ export class RunExecution {
    * can be read (GET /v1/runs/{runId}/steps). Not the message: it may quote the run's data.
    * Runs that end otherwise are not logged, one line each would be most of a busy worker's output.
    */
-  private logErrored(nodeId: string): void {
-    this.services.logger.warn(this.logFields(nodeId), 'run errored');
+  private logErrored(nodeId: string, state: EngineState): void {
+    this.services.logger.warn({ ...this.logFields(nodeId), ...this.failedAutomation(nodeId, state) }, 'run errored');
+  }
+
+  /**
+   * Which automation of the node failed, and its type (`http`, `tag`, …): whether to look at a
+   * partner system or at the blueprint, without reading the run. None when a link's condition
+   * failed rather than a step.
+   */
+  private failedAutomation(nodeId: string, state: EngineState): { automationId?: string; automation?: string } {
+    const node = this.graph.blueprint.nodes.find((candidate) => candidate.id === nodeId);
+    const failed = node?.automations?.find((automation) => state.steps[automation.id]?.outcome === 'failed');
+    return failed ? { automationId: failed.id, automation: failed.type } : {};
   }
 
   /** What names a run and this worker in a log line (never its data). */

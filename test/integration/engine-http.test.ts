@@ -109,7 +109,7 @@ describeEachStore('engine: http automation', (env) => {
     for (const line of retries) expect(line.problem).toMatch(/^dns [A-Z_]+$/);
     // The run's end is a line of its own, with what finds its timeline; never the message.
     expect(lines.filter((line) => line.msg === 'run errored')).toEqual([
-      expect.objectContaining({ level: 40, runId, triggerId, workspaceId: ws.workspaceId, nodeId: run.error?.nodeId }),
+      expect.objectContaining({ level: 40, runId, triggerId, workspaceId: ws.workspaceId, nodeId: run.error?.nodeId, automationId: 'lookup', automation: 'http' }),
     ]);
     const logged = JSON.stringify(lines);
     for (const data of ['jane-doe', 'mrn-778812']) expect(logged).not.toContain(data);
