@@ -15,6 +15,8 @@ import { parseSchedule } from '../schedules/schedule.js';
 import { nextRunAfter } from '../schedules/next-tick.js';
 import { eventNameProblem } from '../../ingestion/events.js';
 import { conditionProblem } from '../blueprints/expression.check.js';
+import { ThreadTimeBudget } from '../../lib/thread-time-budget.js';
+import { perStore } from '../../storage/per-store.js';
 import { recordAudit } from '../audit/audit.repository.js';
 import { setupCreated, setupDeleted, setupUpdated } from '../audit/setup-audit.js';
 import type { CreateTriggerBody, TriggerView, UpdateTriggerBody } from './trigger.schemas.js';
@@ -69,10 +71,17 @@ export function storedSchedule(input: unknown, createdAt: Date): StoredSchedule 
   return { ...schedule, anchor: schedule.startAt ?? createdAt.toISOString() };
 }
 
+/**
+ * The serving thread's time each key may spend checking conditions: a second in ten
+ * (lib/thread-time-budget.ts). A usual condition takes microseconds; a crafted one up to two
+ * seconds, and one key could otherwise hold the thread that serves everyone.
+ */
+const conditionChecks = perStore(() => new ThreadTimeBudget(1_000, 10_000, 'checking conditions'));
+
 /** A condition that cannot compile, or could never hold, would start no run: refused at once, saying why. */
-function refuseBadWhen(when: string | null | undefined): void {
+function refuseBadWhen(db: Db, ctx: RequestContext, when: string | null | undefined): void {
   if (when === null || when === undefined) return;
-  const problem = conditionProblem(when);
+  const problem = conditionChecks(db).spend(ctx.keyId, () => conditionProblem(when));
   if (problem) throw invalidRequest(`body.when ${problem}`);
 }
 
@@ -98,7 +107,7 @@ export async function createTrigger(db: Db, ctx: RequestContext, body: CreateTri
   if (body.type === 'search' && !body.queryId) throw invalidRequest('body.queryId is required for a search trigger');
   if (body.type === 'event' && !body.event) throw invalidRequest('body.event is required for an event trigger');
   if (body.type === 'event') refuseImpossibleEvent(body.event!);
-  refuseBadWhen(body.when);
+  refuseBadWhen(db, ctx, body.when);
 
   const schedule = body.type === 'search' && body.schedule ? storedSchedule(body.schedule, now) : null;
   const at = now.toISOString();
@@ -170,7 +179,7 @@ export async function changeTrigger(
     }
     // null takes the condition away: every such event starts a run again.
     if (body.when !== undefined) {
-      refuseBadWhen(body.when);
+      refuseBadWhen(db, ctx, body.when);
       changes.when_expression = body.when;
     }
   }
