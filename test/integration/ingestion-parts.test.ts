@@ -3,6 +3,7 @@ import { expect, it } from 'vitest';
 import { describeEachStore, type TestWorkspace } from '../helpers/test-env.js';
 import { bundle, createEndpoint, deliver, eventTrigger, processorFor, runsOf, search, type Endpoint, type Resource } from '../helpers/deliveries.js';
 import { getRun, testWorker } from '../helpers/engine-harness.js';
+import { capturedLogger } from '../helpers/log-capture.js';
 import { validateBlueprint } from '../../src/modules/blueprints/blueprint.validate.js';
 
 /**
@@ -145,9 +146,19 @@ describeEachStore('a delivery applied in parts', (env) => {
     expect(await progressRows()).toEqual([]);
   });
 
-  it('runs waiting for an event of any part are woken once the last part is applied', async () => {
-    const ws = await env.workspace();
-    const endpoint = await createEndpoint(ws);
+  /** A store-side failure for one resource id, as a full disk, a constraint or a dead process would give. */
+  async function poison(id: string): Promise<() => Promise<void>> {
+    const name = `poison_${id.replace(/\W/g, '_')}`;
+    if (env.kind === 'sqlite') {
+      await sql.raw(`create trigger ${name} before insert on resource_states when new.resource_id = '${id}' begin select raise(abort, 'poisoned'); end`).execute(env.db);
+      return async () => void (await sql.raw(`drop trigger ${name}`).execute(env.db));
+    }
+    await sql.raw(`create function ${name}() returns trigger language plpgsql as $$ begin if new.resource_id = '${id}' then raise exception 'poisoned'; end if; return new; end $$`).execute(env.db);
+    await sql.raw(`create trigger ${name} before insert on resource_states for each row execute function ${name}()`).execute(env.db);
+    return async () => void (await sql.raw(`drop trigger ${name} on resource_states`).execute(env.db));
+  }
+
+  async function waitingRuns(ws: TestWorkspace, endpoint: Endpoint, stays: string[]) {
     const blueprint = await ws.importBlueprint(
       validateBlueprint({
         name: 'Waits for the discharge',
@@ -164,22 +175,74 @@ describeEachStore('a delivery applied in parts', (env) => {
     );
     const admitted = await ws.call('POST', '/v1/triggers', { body: { name: 'Admitted', sourceId: blueprint.id, type: 'event', event: 'Encounter.in-progress' } });
     expect(admitted.statusCode).toBe(201);
-    // Two patients admitted, their runs waiting.
-    expect((await deliver(env, endpoint, bundle([encounter('stay-a', 'in-progress', 'wa'), encounter('stay-b', 'in-progress', 'wb')]))).statusCode).toBe(202);
+    expect((await deliver(env, endpoint, bundle(stays.map((stay) => encounter(stay, 'in-progress', `w-${stay}`))))).statusCode).toBe(202);
+    await processorFor(env, { transactionItems: PART }).drain();
+    await testWorker(env).drain();
+    const bySubject = new Map<string, string>();
+    for (const row of await env.db.selectFrom('runs').select(['id', 'payload']).where('trigger_id', '=', admitted.json().triggerId).execute()) {
+      bySubject.set(JSON.parse(row.payload!).resource.id, row.id);
+    }
+    expect(bySubject.size).toBe(stays.length);
+    return bySubject;
+  }
+
+  const filler = (from: number, count = 10) => Array.from({ length: count }, (_, i) => encounter(`fill-${from + i}`, 'planned', 'wfill'));
+
+  it("wakes the runs waiting for a part's events once that part commits, and those of a part whose wakes were not handed over with the next", async () => {
+    const ws = await env.workspace();
+    const endpoint = await createEndpoint(ws);
+    const runs = await waitingRuns(ws, endpoint, ['stay-a', 'stay-b']);
+    const status = async (stay: string) => (await getRun(ws, runs.get(stay)!)).automationStatus;
+    // stay-a's discharge in the first part; the second part fails (its first item refused), and
+    // stay-b's discharge is in the third.
+    const cure = await poison('fill-9');
+    const resources = [encounter('stay-a', 'finished', 'w-stay-a'), ...filler(0, 19), encounter('stay-b', 'finished', 'w-stay-b')];
+    expect((await deliver(env, endpoint, bundle(resources))).statusCode).toBe(202);
     const processor = processorFor(env, { transactionItems: PART });
-    await processor.drain();
+    await processor.processBatch();
     const worker = testWorker(env);
     await worker.drain();
-    const runs = await runsOf(ws, `triggerId=${admitted.json().triggerId}`);
-    expect(runs).toHaveLength(2);
+    expect(await status('stay-a')).toBe('completed');
+    expect(await status('stay-b')).toBe('running');
+    // Handed over: nothing left pending in the progress.
+    expect((await progressRows()).map((row) => [row.applied_items, row.pending_wakes])).toEqual([[10, null]]);
 
-    // One discharge in the first part, the other in the last.
-    const filler = (from: number) => Array.from({ length: 10 }, (_, i) => encounter(`fill-${from + i}`, 'planned', 'wfill'));
-    const resources = [encounter('stay-a', 'finished', 'wa'), ...filler(0), ...filler(10), encounter('stay-b', 'finished', 'wb')];
-    expect((await deliver(env, endpoint, bundle(resources))).statusCode).toBe(202);
+    await cure();
+    await env.db.updateTable('deliveries').set({ lease_expires_at: '2000-01-01T00:00:00.000Z' }).where('status', '=', 'processing').execute();
     await processor.drain();
     await worker.drain();
-    for (const run of runs) expect((await getRun(ws, run.runId)).automationStatus).toBe('completed');
+    expect(await status('stay-b')).toBe('completed');
     expect(await progressRows()).toEqual([]);
+  });
+
+  it('hands over the wakes left in the progress of a delivery that an earlier version finished, and removes it', async () => {
+    const ws = await env.workspace();
+    const endpoint = await createEndpoint(ws);
+    const runs = await waitingRuns(ws, endpoint, ['stay-c']);
+    // A part applied by this version, its wakes never handed over (its process died), then the
+    // delivery applied whole by an earlier version's processor, which knows nothing of parts.
+    expect((await deliver(env, endpoint, bundle([encounter('stay-c', 'finished', 'w-stay-c'), ...filler(100, 15)]))).statusCode).toBe(202);
+    const delivery = await env.db.selectFrom('deliveries').select('id').where('webhook_id', '=', endpoint.webhookId).orderBy('id', 'desc').executeTakeFirstOrThrow();
+    const subject = await env.db.selectFrom('runs').select('subject_record_id').where('id', '=', runs.get('stay-c')!).executeTakeFirstOrThrow();
+    const wake = {
+      subjectRecordId: subject.subject_record_id!,
+      event: 'Encounter.finished',
+      raisedAt: new Date().toISOString(),
+      eventPayload: { event: 'Encounter.finished', resource: { resourceType: 'Encounter', id: 'stay-c', status: 'finished' }, deliveryId: delivery.id },
+    };
+    await env.db.updateTable('deliveries').set({ status: 'processed', body: null, lease_owner: null, lease_expires_at: null }).where('id', '=', delivery.id).execute();
+    await env.db
+      .insertInto('delivery_progress')
+      .values({ delivery_id: delivery.id, applied_items: 10, events: '[]', runs_started: 0, pending_wakes: JSON.stringify([wake]), updated_at: new Date().toISOString() })
+      .execute();
+
+    const { logger, lines } = capturedLogger('info');
+    await processorFor(env, {}, logger).sweep();
+    await testWorker(env).drain();
+    expect((await getRun(ws, runs.get('stay-c')!)).automationStatus).toBe('completed');
+    expect(await progressRows()).toEqual([]);
+    expect(lines.filter((line) => line.deliveryId === delivery.id).map((line) => [line.msg, line.wakes])).toEqual([
+      ['handed over the wakes of a delivery an earlier version finished, and removed its progress', 1],
+    ]);
   });
 });

@@ -42,7 +42,7 @@ export interface ApplyDeps {
 export type ApplyResult =
   | { kind: 'processed'; plannedRunIds: string[]; wakes: PendingWake[]; outcome: ProcessedOutcome; conditionFailures: ConditionFailures }
   /** a part of a delivery applied in parts, not its last: the runs it planned are to be created, and the next part applied */
-  | { kind: 'part-applied'; plannedRunIds: string[]; appliedItems: number; conditionFailures: ConditionFailures }
+  | { kind: 'part-applied'; plannedRunIds: string[]; appliedItems: number; wakes: PendingWake[]; conditionFailures: ConditionFailures }
   /** another processor took the delivery over (this one was too slow): it does the work */
   | { kind: 'lease-lost' };
 
@@ -256,15 +256,14 @@ async function finishDelivery(
     appliedItems: part?.to ?? digest.items.length,
     events: addEventCounts(before.events, eventCounts(changes.events)),
     runsStarted: before.runsStarted + planned.length,
-    // Waiting runs are woken once the whole delivery is applied (the wakes of a part would
-    // otherwise need a sweep of deliveries still processing).
+    // Wakes not handed over yet (a process died after the part before committed), and this part's.
     pendingWakes: [...before.pendingWakes, ...wakesFor(occurrences, mayWait, delivery.id, at)],
   };
   const plannedRunIds = planned.map((row) => row.id);
   if (part && part.to < part.of) {
     // The transaction began by making sure this processor still holds the delivery (holdLeases).
     await writeProgress(tx, delivery.id, sofar, at);
-    return { kind: 'part-applied', plannedRunIds, appliedItems: part.to, conditionFailures };
+    return { kind: 'part-applied', plannedRunIds, appliedItems: part.to, wakes: sofar.pendingWakes, conditionFailures };
   }
   const wakes = sofar.pendingWakes;
   const outcome: ProcessedOutcome = {

@@ -8,13 +8,16 @@
  *
  * Parts go in delivery order, and each sees what the ones before it wrote, so the outcome is that
  * of the items applied one after the other, as within one transaction. What differs while the
- * delivery is `processing`: the records of parts committed are searchable and the runs they
- * started are created before the rest is applied; the wakes of waiting runs wait for the last part.
+ * delivery is `processing`: the records of parts committed are searchable, and the runs they
+ * started are created and the runs waiting for their events woken, before the rest is applied.
  *
  * Crash safety: each part's transaction moves `delivery_progress` on with the changes it commits
  * (migration 0014), so a process that dies between parts leaves the next processor exactly where
- * to go on: no item is applied twice, none skipped. The last part writes the totals onto the
- * delivery (`markProcessed`) and deletes the row.
+ * to go on: no item is applied twice, none skipped. A part's wakes are kept in the row until they
+ * are handed over (`handedOverWakes`), so those of a part whose process died are carried by the
+ * next part. The last part writes the totals onto the delivery (`markProcessed`) and deletes the
+ * row. A row whose delivery was finished by a processor of an earlier version, which knows
+ * nothing of parts, is left behind with its wakes: `sweepLeftProgress` hands them over.
  */
 import type { DbOrTx } from '../../storage/database.js';
 import { parseJson } from '../../lib/json.js';
@@ -78,6 +81,31 @@ export async function writeProgress(db: DbOrTx, deliveryId: string, progress: De
     .values({ delivery_id: deliveryId, ...values })
     .onConflict((oc) => oc.column('delivery_id').doUpdateSet(values))
     .execute();
+}
+
+/**
+ * After a part's commit and its wakes handed over: they are no longer pending. Only while the
+ * progress is this part's: a processor that took the delivery over meanwhile keeps its own.
+ */
+export async function handedOverWakes(db: DbOrTx, deliveryId: string, appliedItems: number): Promise<void> {
+  await db.updateTable('delivery_progress').set({ pending_wakes: null }).where('delivery_id', '=', deliveryId).where('applied_items', '=', appliedItems).execute();
+}
+
+/**
+ * Progress rows of deliveries that are processed: finished by a processor of an earlier version
+ * (a rolling deploy), which applied the delivery whole and knew nothing of this row. Their wakes,
+ * if any, were never handed over (the earlier version found the rest); handed over now, the rows
+ * deleted. A wake handed over twice reaches no run twice (event-wake.ts).
+ */
+export async function leftProgress(db: DbOrTx, limit: number): Promise<{ deliveryId: string; workspaceId: string; wakes: PendingWake[] }[]> {
+  const rows = await db
+    .selectFrom('delivery_progress as p')
+    .innerJoin('deliveries as d', 'd.id', 'p.delivery_id')
+    .select(['p.delivery_id', 'd.workspace_id', 'p.pending_wakes'])
+    .where('d.status', '=', 'processed')
+    .limit(limit)
+    .execute();
+  return rows.map((row) => ({ deliveryId: row.delivery_id, workspaceId: row.workspace_id, wakes: parseJson<PendingWake[]>(row.pending_wakes, []) }));
 }
 
 /** The last part is committed with the delivery marked processed: its progress is on the delivery now. */

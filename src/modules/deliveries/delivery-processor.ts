@@ -29,8 +29,8 @@ import {
   type PreparedDelivery,
 } from './delivery-apply.js';
 import { parsedHandoffFor, type IntakeClaimant, type ParsedHandoff } from './parsed-handoff.js';
-import { deliverWakes, sweepPendingWakes } from './event-wake.js';
-import { appliedItemsOf, PART_ITEMS } from './delivery-parts.js';
+import { deliverWakes, handOver, sweepPendingWakes } from './event-wake.js';
+import { appliedItemsOf, deleteProgress, handedOverWakes, leftProgress, PART_ITEMS } from './delivery-parts.js';
 import type { DeliveryReader } from './delivery-reader.js';
 import { isStoreFullError, loggableError, storeWaitMs, isConflictError } from '../../lib/store-errors.js';
 
@@ -231,11 +231,25 @@ export class DeliveryProcessor {
     for (const group of groupsOf(prepared, this.transactionItems)) await this.applyGroup(group);
   }
 
-  /** Finishes what dead processes left: runs of planned rows, wakes of processed deliveries. */
+  /**
+   * Finishes what dead processes left: runs of planned rows, wakes of processed deliveries, and
+   * the progress rows of deliveries an earlier version finished (delivery-parts.ts).
+   */
   async sweep(): Promise<number> {
     const created = await sweepPlannedRuns(this.runStarter, this.owner, this.planLeaseMs);
     const woken = await sweepPendingWakes(this.deps.db, this.deps.dialect, this.owner, this.deps.clock.now(), this.leaseMs);
-    return created + woken;
+    return created + woken + (await this.sweepLeftProgress());
+  }
+
+  private async sweepLeftProgress(): Promise<number> {
+    const left = await leftProgress(this.deps.db, 20);
+    let woken = 0;
+    for (const { deliveryId, workspaceId, wakes } of left) {
+      woken += await handOver(this.deps.db, workspaceId, wakes, this.deps.clock.now().toISOString());
+      await deleteProgress(this.deps.db, deliveryId);
+      this.deps.logger.info({ deliveryId, wakes: wakes.length }, 'handed over the wakes of a delivery an earlier version finished, and removed its progress');
+    }
+    return left.length + woken;
   }
 
   /** Processes until nothing is waiting (tests, benchmarks, shutdown of a one-shot tool). */
@@ -351,7 +365,7 @@ export class DeliveryProcessor {
       return;
     }
     const planned = result.plannedRunIds;
-    const wakes = result.kind === 'processed' ? result.wakes : [];
+    const wakes = result.wakes;
     for (const [triggerId, events] of result.conditionFailures) {
       // The kind of failure only: an evaluation error may quote the resource.
       logger.warn(
@@ -364,7 +378,13 @@ export class DeliveryProcessor {
     }
     try {
       await createPlannedRuns(this.runStarter, this.owner, planned, this.planLeaseMs);
-      if (wakes.length > 0) {
+      if (result.kind === 'part-applied') {
+        // Kept in the progress row until handed over: the next part carries them should this fail.
+        if (wakes.length > 0) {
+          await handOver(db, delivery.workspace_id, wakes, clock.now().toISOString());
+          await handedOverWakes(db, delivery.id, result.appliedItems);
+        }
+      } else if (wakes.length > 0) {
         await deliverWakes(db, { id: delivery.id, workspaceId: delivery.workspace_id }, this.owner, wakes, clock.now().toISOString());
       }
     } catch (error) {

@@ -77,16 +77,22 @@ export async function deliverWakes(
   wakes: readonly PendingWake[],
   at: string,
 ): Promise<number> {
-  let woken = 0;
-  for (const wake of wakes) {
-    woken += await wakeRunsWaitingFor(db, { workspaceId: delivery.workspaceId, subjectRecordId: wake.subjectRecordId, event: wake.event, eventPayload: wake.eventPayload, at: wake.raisedAt ?? at });
-  }
+  const woken = await handOver(db, delivery.workspaceId, wakes, at);
   await db
     .updateTable('deliveries')
     .set({ pending_wakes: null, lease_owner: null, lease_expires_at: null })
     .where('id', '=', delivery.id)
     .where('lease_owner', '=', owner)
     .execute();
+  return woken;
+}
+
+/** Hands wakes to the engine (`at` stands in for the time of wakes stored without one); answers how many runs woke. */
+export async function handOver(db: Db, workspaceId: string, wakes: readonly PendingWake[], at: string): Promise<number> {
+  let woken = 0;
+  for (const wake of wakes) {
+    woken += await wakeRunsWaitingFor(db, { workspaceId, subjectRecordId: wake.subjectRecordId, event: wake.event, eventPayload: wake.eventPayload, at: wake.raisedAt ?? at });
+  }
   return woken;
 }
 

@@ -8,16 +8,22 @@
  * delivery waits for the first to commit and then reads what it wrote, as on SQLite, whose
  * transactions take the one write lock as they begin.
  *
- * Locked: the resource states of every resource the group touches, then the records of its
- * Patients and Practitioners (a record can exist without a state: a stand-in), each in one
- * statement per workspace, workspaces and keys in one fixed order, so that two groups never wait
- * for each other in a circle. A resource stored for the first time has no row to lock: for those,
- * an advisory lock per bucket of keys (NEW_RESOURCE_BUCKETS, in bucket order), then the states
- * again, which a delivery that held the bucket may have made meanwhile. Without it two
- * deliveries creating the same resource both saw it new, and both raised `.created` (a
- * verification round: every run of a `Patient.created` trigger started twice). Buckets keep the
- * number of locks a transaction holds bounded (PostgreSQL's lock table is shared and small);
- * two deliveries of new resources that share a bucket apply one after the other.
+ * Locked, per workspace in one fixed order: first, for the resources not stored yet (no row to
+ * lock), an advisory lock per bucket of keys (NEW_RESOURCE_BUCKETS, in bucket order); then the
+ * resource states of every resource the group touches, then the records of its Patients and
+ * Practitioners (a record can exist without a state: a stand-in), each in one statement, keys in
+ * one fixed order. Without the buckets two deliveries creating the same resource both saw it
+ * new, and both raised `.created` (a verification round: every run of a `Patient.created`
+ * trigger started twice). Buckets keep the number of locks a transaction holds bounded
+ * (PostgreSQL's lock table is shared and small); two deliveries of new resources that share a
+ * bucket apply one after the other.
+ *
+ * Buckets come first so that no group waits for a bucket while it holds rows: taken after the
+ * states (as they were), a group holding its states waited for a bucket whose holder, the next
+ * part of an overlapping large delivery, had just locked a state it wanted: a deadlock (a
+ * verification round: 2 in 4 rounds of six overlapping 8,000-item deliveries). A resource
+ * deleted between the first look and the row locks is new again without its bucket: its bucket
+ * is taken last, the one case where a group still waits holding rows.
  */
 import { sql } from 'kysely';
 import type { DbOrTx } from '../../storage/database.js';
@@ -29,9 +35,11 @@ const RECORD_TYPES = new Set(['Patient', 'Practitioner']);
 export async function lockTouchedResources(tx: DbOrTx, touched: ReadonlyMap<string, ReadonlySet<string>>): Promise<void> {
   for (const workspaceId of [...touched.keys()].sort()) {
     const keys = [...touched.get(workspaceId)!].map(splitKey);
+    await lockNewResources(tx, workspaceId, keys);
     await lockRows(tx, 'resource_states', 'resource_id', workspaceId, keys);
     await lockRows(tx, 'records', 'ext_id', workspaceId, keys.filter(([type]) => RECORD_TYPES.has(type)));
-    if (await lockNewResources(tx, workspaceId, keys)) await lockRows(tx, 'resource_states', 'resource_id', workspaceId, keys);
+    // Buckets held already are taken again at no cost; only a resource deleted meanwhile adds one.
+    await lockNewResources(tx, workspaceId, keys);
   }
 }
 
@@ -39,12 +47,12 @@ export async function lockTouchedResources(tx: DbOrTx, touched: ReadonlyMap<stri
 const NEW_RESOURCE_LOCK_CLASS = 0x63706e72;
 const NEW_RESOURCE_BUCKETS = 1024;
 
-/** Locks the buckets of the keys that have no state yet; answers whether there were any. */
-async function lockNewResources(tx: DbOrTx, workspaceId: string, keys: readonly [string, string][]): Promise<boolean> {
-  if (keys.length === 0) return false;
+/** Locks the buckets of the keys that have no state yet. */
+async function lockNewResources(tx: DbOrTx, workspaceId: string, keys: readonly [string, string][]): Promise<void> {
+  if (keys.length === 0) return;
   // The stored state is looked up key by key (a lateral LIMIT 1 the planner cannot turn into a
   // join over the whole table; see lockRows).
-  const { rows } = await sql<{ bucket: number }>`
+  await sql`
     select pg_advisory_xact_lock(${NEW_RESOURCE_LOCK_CLASS}, b.bucket), b.bucket
     from (
       select distinct (hashtext(${workspaceId} || '/' || k.t || '/' || k.i) & ${NEW_RESOURCE_BUCKETS - 1}) as bucket
@@ -56,7 +64,6 @@ async function lockNewResources(tx: DbOrTx, workspaceId: string, keys: readonly 
       where f.stored is null
       order by 1
     ) b`.execute(tx);
-  return rows.length > 0;
 }
 
 /**
