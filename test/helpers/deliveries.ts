@@ -13,6 +13,7 @@ import { Scheduler } from '../../src/modules/scheduling/scheduler.js';
 import { workerBasics, type Container } from '../../src/container.js';
 import type { Logger } from '../../src/lib/logger.js';
 import { simpleBlueprint, type TestEnv, type TestWorkspace } from './test-env.js';
+import { validateBlueprint } from '../../src/modules/blueprints/blueprint.validate.js';
 import { SYNTHEA_FIXTURES } from './shared-files.js';
 
 export const EXAMPLES = join(process.cwd(), 'node_modules/hl7.fhir.r4.examples');
@@ -143,3 +144,18 @@ export async function search(ws: TestWorkspace, resourceType: string, filters: {
   expect(res.statusCode, res.body).toBe(200);
   return res.json() as { total: number; results: { id: string; extId: string; name: string; tags: string[] }[] };
 }
+
+/** start → a `wait_for_event Encounter.finished` (30 days) → end: a pathway from admission to discharge. */
+export const admissionToDischarge = () =>
+  validateBlueprint({
+    name: 'Admission to discharge',
+    nodes: [
+      { id: 'start', kind: 'start' },
+      { id: 'wait', kind: 'action', automations: [{ id: 'discharge', type: 'wait_for_event', with: { event: 'Encounter.finished', timeout: 'P30D' } }] },
+      { id: 'done', kind: 'end' },
+    ],
+    links: [
+      { from: 'start', to: 'wait' },
+      { from: 'wait', to: 'done' },
+    ],
+  }) as unknown as Record<string, unknown>;

@@ -1,9 +1,8 @@
 import { expect, it } from 'vitest';
 import pg from 'pg';
 import { describeEachStore } from '../helpers/test-env.js';
-import { createEndpoint, deliverAndProcess, lastDelivery } from '../helpers/deliveries.js';
+import { admissionToDischarge, createEndpoint, deliverAndProcess, lastDelivery } from '../helpers/deliveries.js';
 import { getRun, getSteps, testWorker } from '../helpers/engine-harness.js';
-import { validateBlueprint } from '../../src/modules/blueprints/blueprint.validate.js';
 import { sweepPendingWakes, type PendingWake } from '../../src/modules/deliveries/event-wake.js';
 import { wakeRunsWaitingFor } from '../../src/engine/event-waits.js';
 
@@ -14,20 +13,6 @@ const encounter = (id: string, status: string, patientId: string) => ({
   class: { code: 'IMP' },
   subject: { reference: `Patient/${patientId}` },
 });
-
-const admissionToDischarge = () =>
-  validateBlueprint({
-    name: 'Admission to discharge',
-    nodes: [
-      { id: 'start', kind: 'start' },
-      { id: 'wait', kind: 'action', automations: [{ id: 'discharge', type: 'wait_for_event', with: { event: 'Encounter.finished', timeout: 'P30D' } }] },
-      { id: 'done', kind: 'end' },
-    ],
-    links: [
-      { from: 'start', to: 'wait' },
-      { from: 'wait', to: 'done' },
-    ],
-  }) as unknown as Record<string, unknown>;
 
 describeEachStore('events reach runs waiting for them', (env) => {
   it('an admission starts a pathway that waits for the discharge; the discharge delivery wakes it', async () => {

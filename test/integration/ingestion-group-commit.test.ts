@@ -1,9 +1,9 @@
-import { sql } from 'kysely';
 import { expect, it } from 'vitest';
 import { describeEachStore } from '../helpers/test-env.js';
 import { bundle, createEndpoint, deliver, eventTrigger, processorFor, runsOf, search, type Endpoint } from '../helpers/deliveries.js';
 import { parsedHandoffFor } from '../../src/modules/deliveries/parsed-handoff.js';
 import { claimDeliveries } from '../../src/modules/deliveries/delivery.repository.js';
+import { refuseStateOf } from '../helpers/refused-states.js';
 
 /**
  * Deliveries claimed together are applied in one transaction (delivery-apply.ts
@@ -56,15 +56,7 @@ describeEachStore('deliveries claimed together', (env) => {
   it('applies them one by one when the group fails, so only the bad one waits for its retry', async () => {
     const ws = await env.workspace();
     const endpoint = await createEndpoint(ws);
-    // A store-side failure for one resource id, as a constraint or a full disk would give.
-    if (env.kind === 'sqlite') {
-      await sql`create trigger poison_state before insert on resource_states when new.resource_id = 'poison'
-        begin select raise(abort, 'poisoned'); end`.execute(env.db);
-    } else {
-      await sql`create function poison_state() returns trigger language plpgsql as $$
-        begin if new.resource_id = 'poison' then raise exception 'poisoned'; end if; return new; end $$`.execute(env.db);
-      await sql`create trigger poison_state before insert on resource_states for each row execute function poison_state()`.execute(env.db);
-    }
+    const cure = await refuseStateOf(env, 'poison');
     try {
       const patient = (id: string) => ({ resourceType: 'Patient', id, name: [{ family: id }] });
       for (const id of ['good-1', 'poison', 'good-2']) expect((await deliver(env, endpoint, patient(id), { key: id })).statusCode).toBe(202);
@@ -81,8 +73,7 @@ describeEachStore('deliveries claimed together', (env) => {
       expect(deliveries[2].error).not.toContain('poison');
       expect((await search(ws, 'Patient')).results.map((hit) => hit.extId).sort()).toEqual(['good-1', 'good-2']);
     } finally {
-      await sql`drop trigger poison_state ${sql.raw(env.kind === 'sqlite' ? '' : 'on resource_states')}`.execute(env.db);
-      if (env.kind === 'postgres') await sql`drop function poison_state()`.execute(env.db);
+      await cure();
     }
   });
 

@@ -1,10 +1,10 @@
-import { sql } from 'kysely';
 import { expect, it } from 'vitest';
 import { describeEachStore, type TestWorkspace } from '../helpers/test-env.js';
 import { bundle, createEndpoint, deliver, eventTrigger, processorFor, runsOf, search, type Endpoint, type Resource } from '../helpers/deliveries.js';
 import { getRun, testWorker } from '../helpers/engine-harness.js';
 import { capturedLogger } from '../helpers/log-capture.js';
-import { validateBlueprint } from '../../src/modules/blueprints/blueprint.validate.js';
+import { admissionToDischarge } from '../helpers/deliveries.js';
+import { refuseStateOf } from '../helpers/refused-states.js';
 
 /**
  * A delivery with more items than one transaction takes is applied in parts, each in its own
@@ -98,16 +98,8 @@ describeEachStore('a delivery applied in parts', (env) => {
     const ws = await env.workspace();
     const endpoint = await createEndpoint(ws);
     const created = await eventTrigger(ws, 'Encounter.created');
-    // A store-side failure for one resource id in the second part, as a full disk or a
-    // constraint would give, or a process killed there.
-    if (env.kind === 'sqlite') {
-      await sql`create trigger poison_part before insert on resource_states when new.resource_id = 'poison-part'
-        begin select raise(abort, 'poisoned'); end`.execute(env.db);
-    } else {
-      await sql`create function poison_part() returns trigger language plpgsql as $$
-        begin if new.resource_id = 'poison-part' then raise exception 'poisoned'; end if; return new; end $$`.execute(env.db);
-      await sql`create trigger poison_part before insert on resource_states for each row execute function poison_part()`.execute(env.db);
-    }
+    // The store refuses a resource of the second part.
+    const cure = await refuseStateOf(env, 'poison-part');
     const resources = [
       ...Array.from({ length: 14 }, (_, i) => encounter(`pf-${i}`, 'planned', 'parts-q')),
       encounter('poison-part', 'planned', 'parts-q'),
@@ -126,8 +118,7 @@ describeEachStore('a delivery applied in parts', (env) => {
     const [progress] = await progressRows();
     expect(progress).toMatchObject({ delivery_id: halfway.deliveryId, applied_items: 10, runs_started: 10 });
 
-    if (env.kind === 'sqlite') await sql`drop trigger poison_part`.execute(env.db);
-    else await sql`drop trigger poison_part on resource_states`.execute(env.db);
+    await cure();
     // The retry's time has come.
     await env.db.updateTable('deliveries').set({ lease_expires_at: '2000-01-01T00:00:00.000Z' }).where('id', '=', halfway.deliveryId).execute();
     await processor.drain();
@@ -146,33 +137,8 @@ describeEachStore('a delivery applied in parts', (env) => {
     expect(await progressRows()).toEqual([]);
   });
 
-  /** A store-side failure for one resource id, as a full disk, a constraint or a dead process would give. */
-  async function poison(id: string): Promise<() => Promise<void>> {
-    const name = `poison_${id.replace(/\W/g, '_')}`;
-    if (env.kind === 'sqlite') {
-      await sql.raw(`create trigger ${name} before insert on resource_states when new.resource_id = '${id}' begin select raise(abort, 'poisoned'); end`).execute(env.db);
-      return async () => void (await sql.raw(`drop trigger ${name}`).execute(env.db));
-    }
-    await sql.raw(`create function ${name}() returns trigger language plpgsql as $$ begin if new.resource_id = '${id}' then raise exception 'poisoned'; end if; return new; end $$`).execute(env.db);
-    await sql.raw(`create trigger ${name} before insert on resource_states for each row execute function ${name}()`).execute(env.db);
-    return async () => void (await sql.raw(`drop trigger ${name} on resource_states`).execute(env.db));
-  }
-
   async function waitingRuns(ws: TestWorkspace, endpoint: Endpoint, stays: string[]) {
-    const blueprint = await ws.importBlueprint(
-      validateBlueprint({
-        name: 'Waits for the discharge',
-        nodes: [
-          { id: 'start', kind: 'start' },
-          { id: 'wait', kind: 'action', automations: [{ id: 'discharge', type: 'wait_for_event', with: { event: 'Encounter.finished', timeout: 'P30D' } }] },
-          { id: 'done', kind: 'end' },
-        ],
-        links: [
-          { from: 'start', to: 'wait' },
-          { from: 'wait', to: 'done' },
-        ],
-      }) as unknown as Record<string, unknown>,
-    );
+    const blueprint = await ws.importBlueprint(admissionToDischarge());
     const admitted = await ws.call('POST', '/v1/triggers', { body: { name: 'Admitted', sourceId: blueprint.id, type: 'event', event: 'Encounter.in-progress' } });
     expect(admitted.statusCode).toBe(201);
     expect((await deliver(env, endpoint, bundle(stays.map((stay) => encounter(stay, 'in-progress', `w-${stay}`))))).statusCode).toBe(202);
@@ -195,7 +161,7 @@ describeEachStore('a delivery applied in parts', (env) => {
     const status = async (stay: string) => (await getRun(ws, runs.get(stay)!)).automationStatus;
     // stay-a's discharge in the first part; the second part fails (its first item refused), and
     // stay-b's discharge is in the third.
-    const cure = await poison('fill-9');
+    const cure = await refuseStateOf(env, 'fill-9');
     const resources = [encounter('stay-a', 'finished', 'w-stay-a'), ...filler(0, 19), encounter('stay-b', 'finished', 'w-stay-b')];
     expect((await deliver(env, endpoint, bundle(resources))).statusCode).toBe(202);
     const processor = processorFor(env, { transactionItems: PART });

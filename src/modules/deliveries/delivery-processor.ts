@@ -311,16 +311,20 @@ export class DeliveryProcessor {
         return;
       }
     }
-    for (const prepared of group) {
-      let result: ApplyResult;
-      try {
-        result = await applyDelivery(this.deps, prepared, this.owner, this.deps.clock.now(), this.leaseMs, this.planLeaseMs);
-      } catch (error) {
-        await this.failed(prepared.delivery, error);
-        continue;
-      }
-      await this.finish(prepared.delivery, result);
+    for (const prepared of group) await this.applyAlone(prepared);
+  }
+
+  /** Applies one delivery (or its next part) in its own transaction and finishes it; undefined when it failed. */
+  private async applyAlone(prepared: PreparedDelivery): Promise<ApplyResult | undefined> {
+    let result: ApplyResult;
+    try {
+      result = await applyDelivery(this.deps, prepared, this.owner, this.deps.clock.now(), this.leaseMs, this.planLeaseMs);
+    } catch (error) {
+      await this.failed(prepared.delivery, error);
+      return undefined;
     }
+    await this.finish(prepared.delivery, result);
+    return result;
   }
 
   /**
@@ -331,15 +335,8 @@ export class DeliveryProcessor {
    */
   private async applyInParts(prepared: PreparedDelivery): Promise<void> {
     for (;;) {
-      let result: ApplyResult;
-      try {
-        result = await applyDelivery(this.deps, prepared, this.owner, this.deps.clock.now(), this.leaseMs, this.planLeaseMs);
-      } catch (error) {
-        await this.failed(prepared.delivery, error);
-        return;
-      }
-      await this.finish(prepared.delivery, result);
-      if (result.kind !== 'part-applied') return;
+      const result = await this.applyAlone(prepared);
+      if (result?.kind !== 'part-applied') return;
       if (this.stopping) {
         // Handed back: the next processor goes on after this part at once, not after the lease.
         await releaseDeliveries(this.deps.db, [prepared.delivery.id], this.owner).catch((error: unknown) => {
