@@ -114,8 +114,6 @@ export async function applyDeliveries(
     const held = hot ? holdLeasesSqlite(hot, ids, owner) : await holdLeases(tx, ids, owner, until);
     // Another processor took over the ones not held (this one was too slow): it does their work.
     const mine = group.filter((p) => held.has(p.delivery.id));
-    // PostgreSQL: another process may be applying a delivery about the same resources; it
-    // finishes first and these read what it wrote (resource-locks.ts). SQLite has one writer.
     // A delivery applied in parts is cut down here to its next part: its progress is read in the
     // transaction that moves it on, under the lease just held.
     const parts = new Map<string, Part>();
@@ -125,6 +123,8 @@ export async function applyDeliveries(
       parts.set(prepared.delivery.id, part);
       mine[i] = slice;
     }
+    // PostgreSQL: another process may be applying a delivery about the same resources; it
+    // finishes first and these read what it wrote (resource-locks.ts). SQLite has one writer.
     if (deps.dialect === 'postgres') await lockTouchedResources(tx, touchedByWorkspace(mine));
     const written: Written[] = [];
     for (const prepared of mine) {
