@@ -73,11 +73,13 @@ export interface ContainerOptions {
 export async function createContainer(config: Config, options: ContainerOptions = {}): Promise<Container> {
   const logger = options.logger ?? createLogger(config.logLevel);
   const clock = options.clock ?? systemClock;
-  const { store } = await openMigratedStore(config.databaseUrl, {
+  const { store, applied } = await openMigratedStore(config.databaseUrl, {
     storeOptions: options.storeOptions,
     migrate: options.migrate,
     onSlow: (waited) => logger.warn({ waitedSeconds: waited }, slowMigrationMessage(waited)),
   });
+  // An upgrade's schema change is worth a line: a process that migrated at start said nothing.
+  if (applied.length > 0) logger.info({ migrations: applied.map((result) => result.migrationName) }, 'brought the store up to date');
   const rateLimiter: RateLimiter =
     store.dialect === 'postgres'
       ? new PostgresRateLimiter(store.db, config.rateLimit, () => clock.now().getTime())

@@ -44,6 +44,12 @@ async function main(argv: string[]): Promise<number> {
     case '-h':
       await stdout.write(usageText());
       return 0;
+    case 'version':
+    case '--version': {
+      const { versionText } = await import('./cli/version.js');
+      await stdout.write(versionText());
+      return 0;
+    }
     case 'serve':
     case 'api':
     case 'worker': {

@@ -5,6 +5,7 @@
  */
 import type { Config } from '../config.js';
 import { createContainer } from '../container.js';
+import { CAREPATH_VERSION, SCHEMA_LEVEL } from './version.js';
 import { startBackgroundServices, type RunningService } from '../background.js';
 import { shutdownSignal, startServer, type RunningServer } from '../server.js';
 import { demoNotice, seedDemoIfEmpty } from './demo-seed.js';
@@ -60,6 +61,8 @@ export async function runService(config: Config, parts: ServiceParts, print: (te
     lock?.release();
     throw error;
   }
+  // Which version this process is: during a rolling deploy old and new ones share one log.
+  container.logger.info({ version: CAREPATH_VERSION, schema: SCHEMA_LEVEL, http: parts.http, background: parts.background }, 'carepath starting');
   // On PostgreSQL, a machine whose clock is off is named in the log (at start and every minute).
   const stopClockWatch = watchClockSkew(container.db, container.logger);
   let server: RunningServer | null = null;

@@ -12,6 +12,7 @@ Usage:
   carepath migrate [--json]
                       bring the store's schema up to date, then exit
   carepath admin …    workspaces (and their tenants), keys, blueprints, webhook and partner secrets, deliveries, audit export
+  carepath version    the version, and the store schema it brings (its last migration)
   carepath help       this text
 
 Admin commands:
