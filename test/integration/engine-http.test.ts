@@ -107,6 +107,10 @@ describeEachStore('engine: http automation', (env) => {
     const retries = lines.filter((line) => line.msg === 'http automation will try again');
     expect(retries).toHaveLength(FAST_RETRIES.attempts - 1);
     for (const line of retries) expect(line.problem).toMatch(/^dns [A-Z_]+$/);
+    // Tries of this execution, not the step's attempts (the timeline's word).
+    expect(retries.map((line) => [line.try, line.tries, line.attempt])).toEqual(
+      Array.from({ length: FAST_RETRIES.attempts - 1 }, (_, i) => [i + 1, FAST_RETRIES.attempts, undefined]),
+    );
     // The run's end is a line of its own, with what finds its timeline; never the message.
     expect(lines.filter((line) => line.msg === 'run errored')).toEqual([
       expect.objectContaining({ level: 40, runId, triggerId, workspaceId: ws.workspaceId, nodeId: run.error?.nodeId, automationId: 'lookup', automation: 'http' }),

@@ -73,7 +73,12 @@ export const httpAutomation: AutomationHandler = {
       }
       const hinted = answer ? retryAfterMs(headerText(answer.headers['retry-after']), Date.now()) : null;
       const delay = hinted !== null ? Math.min(hinted, backoff.maxMs) : backoffDelay(attempt, backoff);
-      services.logger.warn({ runId: step.run.id, nodeId: step.nodeId, automationId: step.automation.id, attempt, problem: lastKind }, 'http automation will try again');
+      // `try`, of `tries`: the step timeline's `attempt` counts something else (executions of the
+      // step, a new one after a worker was lost), and one name for both misled (an on-call review).
+      services.logger.warn(
+        { runId: step.run.id, nodeId: step.nodeId, automationId: step.automation.id, try: attempt, tries: backoff.attempts, problem: lastKind },
+        'http automation will try again',
+      );
       await new Promise((wake) => setTimeout(wake, delay));
       // The run may have been taken over while this worker stalled (its try then timed out):
       // the new holder repeats the call itself, and this one must not send it a second time.
