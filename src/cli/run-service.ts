@@ -5,6 +5,7 @@
  */
 import type { Config } from '../config.js';
 import { createContainer } from '../container.js';
+import { createLogger } from '../lib/logger.js';
 import { CAREPATH_VERSION, SCHEMA_LEVEL } from './version.js';
 import { startBackgroundServices, type RunningService } from '../background.js';
 import { shutdownSignal, startServer, type RunningServer } from '../server.js';
@@ -48,7 +49,11 @@ export async function runService(config: Config, parts: ServiceParts, print: (te
   const stopping = shutdownSignal();
   // On SQLite, one such process per database file: a second one stops here with a sentence.
   const lock = holdSqliteProcessLock(config.databaseUrl);
-  const container = await createContainer(config).catch((error: unknown) => {
+  // Which version this process is, said before it migrates (a start that fails there says which
+  // one failed): during a rolling deploy old and new processes share one log.
+  const logger = createLogger(config.logLevel);
+  logger.info({ version: CAREPATH_VERSION, schema: SCHEMA_LEVEL, http: parts.http, background: parts.background }, 'carepath starting');
+  const container = await createContainer(config, { logger }).catch((error: unknown) => {
     lock?.release();
     throw error;
   });
@@ -61,8 +66,6 @@ export async function runService(config: Config, parts: ServiceParts, print: (te
     lock?.release();
     throw error;
   }
-  // Which version this process is: during a rolling deploy old and new ones share one log.
-  container.logger.info({ version: CAREPATH_VERSION, schema: SCHEMA_LEVEL, http: parts.http, background: parts.background }, 'carepath starting');
   // On PostgreSQL, a machine whose clock is off is named in the log (at start and every minute).
   const stopClockWatch = watchClockSkew(container.db, container.logger);
   let server: RunningServer | null = null;

@@ -205,6 +205,14 @@ describeEachStore('webhook deliveries', (env) => {
     const notUtf8 = await deliver(env, endpoint, undefined, { raw: latin1, signature: signPayload(endpoint.secret, latin1, t) });
     expect(notUtf8.statusCode).toBe(400);
     expect(notUtf8.json()).toMatchObject({ code: 'invalid_request', error: expect.stringContaining('not valid UTF-8') });
+    // Who sent it comes first: without the secret, 401 whatever its charset.
+    const unsigned = await deliver(env, endpoint, undefined, { raw: latin1, signature: 't=1,v1=00', headers: { 'content-type': 'application/json; charset=iso-8859-1' } });
+    expect(unsigned.statusCode).toBe(401);
+    // A retry under a key already taken is a replay, whatever its bytes (as for a body of another shape).
+    expect((await deliver(env, endpoint, patient('p9c'), { key: 'utf8-replay' })).statusCode).toBe(202);
+    const replay = await deliver(env, endpoint, undefined, { raw: latin1, key: 'utf8-replay', signature: signPayload(endpoint.secret, latin1, t) });
+    expect(replay.statusCode).toBe(409);
+    expect(replay.json().code).toBe('idempotency_mismatch');
     // FHIR's media type, as an EHR's subscription sends it.
     const fhir = await deliver(env, endpoint, patient('p10'), { headers: { 'content-type': 'application/fhir+json; fhirVersion=4.0' } });
     expect(fhir.statusCode).toBe(202);

@@ -54,15 +54,8 @@ export async function registerDeliveryRoutes(app: Api, container: Container): Pr
     // FHIR's own media type is JSON too: an EHR's subscription sends `application/fhir+json`
     // (often with `; fhirVersion=4.0`), and the raw bytes are what the signature covers either way.
     for (const type of ['application/json', 'application/fhir+json']) {
-      scope.addContentTypeParser(type, { parseAs: 'buffer', bodyLimit: MAX_DELIVERY_BYTES }, (request, body, done) => {
-        // Bytes that are not UTF-8 are refused by the intake, once the sender has proved its secret.
-        try {
-          refuseOtherCharsets(request.headers['content-type']);
-        } catch (error) {
-          return done(error as Error, undefined);
-        }
-        done(null, body);
-      });
+      // Its charset and its bytes are looked at once the sender has proved its secret (the handler, the intake).
+      scope.addContentTypeParser(type, { parseAs: 'buffer', bodyLimit: MAX_DELIVERY_BYTES }, (_request, body, done) => done(null, body));
     }
 
     scope.addHook('onRequest', async (request) => {
@@ -117,6 +110,7 @@ export async function registerDeliveryRoutes(app: Api, container: Container): Pr
           throw error;
         }
         await spend(reply, `webhook:${endpoint.id}`);
+        refuseOtherCharsets(request.headers['content-type']);
         const input = { rawBody, idempotencyKey: idempotencyKeyHeader(request), signedAt, requestId: request.id, now };
         const result = endpoint.active
           ? await receiveDelivery(container.db, container.deliveryReader, endpoint, input)

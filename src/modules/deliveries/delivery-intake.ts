@@ -15,7 +15,7 @@ import { findEarlierDelivery, insertDelivery, insertDeliverySqlite, type Deliver
 import { sqliteDeliveryStatementsOf } from './sqlite-delivery-statements.js';
 import { parsedHandoffFor } from './parsed-handoff.js';
 import type { DeliveryEndpoint } from './delivery-endpoint.js';
-import type { DeliveryReader } from './delivery-reader.js';
+import type { DeliveryRead, DeliveryReader } from './delivery-reader.js';
 
 const IDEMPOTENCY_KEY = /^[\x20-\x7e]{1,255}$/;
 
@@ -82,16 +82,21 @@ export async function receiveDelivery(db: Db, reader: DeliveryReader, endpoint: 
   const handoff = parsedHandoffFor(db);
   const claimant = handoff.claimant;
   const handingOver = handoff.active;
-  const text = utf8TextOf(input.rawBody);
-  // Parsed and checked on the reader's thread while this one hashes the bytes.
-  const read = reader.read(text, { digest: handingOver });
-  const bodySha256 = sha256Hex(input.rawBody);
+  let text: string;
+  let read: DeliveryRead;
+  let bodySha256: string | undefined;
   let accepted: number;
   try {
+    // Bytes that are not UTF-8 are refused like a body of another shape: a replay first.
+    text = utf8TextOf(input.rawBody);
+    // Parsed and checked on the reader's thread while this one hashes the bytes.
+    read = reader.read(text, { digest: handingOver });
+    bodySha256 = sha256Hex(input.rawBody);
     // The 202 waits for the shape only: resources are checked against the FHIR schema after it
     // (the digest), so a large bundle is answered quickly and one bad entry does not refuse the rest.
     accepted = await read.shaped;
   } catch (error) {
+    bodySha256 ??= sha256Hex(input.rawBody);
     // A replay is answered from what was stored, whatever this body is; a new key's bad body is 400.
     const stored = key === null ? undefined : await findEarlierDelivery(db, endpoint.id, { idempotencyKey: key });
     if (stored) return replayOf(stored, bodySha256, key!);
