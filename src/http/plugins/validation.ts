@@ -3,6 +3,7 @@ import addFormats from 'ajv-formats';
 import type { FastifyInstance } from 'fastify';
 import { ApiError } from '../../lib/errors.js';
 import { LAST_ISO_INSTANT_MS } from '../../lib/clock.js';
+import { weakMemo } from '../../lib/weak-memo.js';
 import type { DataValidationCxt } from 'ajv/dist/types/index.js';
 
 /**
@@ -50,8 +51,9 @@ export function useStrictValidation(app: FastifyInstance): void {
     const query = request.query as Record<string, unknown> | undefined;
     const repeated = query && Object.keys(query).find((name) => Array.isArray(query[name]));
     if (repeated) throw new ApiError('invalid_request', `querystring.${repeated} is given more than once; give each parameter once`);
-    if (!query) return;
-    for (const name of integerParameters(request.routeOptions.schema?.querystring)) {
+    const schema = request.routeOptions.schema?.querystring;
+    if (!query || !schema) return;
+    for (const name of integerParametersOf(schema)) {
       const value = query[name];
       if (typeof value === 'string' && !/^-?(0|[1-9][0-9]*)$/.test(value)) {
         throw new ApiError('invalid_request', `querystring.${name} must be a whole number in decimal digits`);
@@ -64,9 +66,9 @@ export function useStrictValidation(app: FastifyInstance): void {
   );
 }
 
-/** The integer parameters of a query string's schema (TypeBox: an object of properties). */
-function integerParameters(schema: unknown): string[] {
-  const properties = (schema as { properties?: Record<string, { type?: unknown }> } | undefined)?.properties;
+/** The integer parameters of a query string's schema (TypeBox: an object of properties), read once per route. */
+const integerParametersOf = weakMemo((schema: object): string[] => {
+  const properties = (schema as { properties?: Record<string, { type?: unknown }> }).properties;
   if (!properties) return [];
   return Object.keys(properties).filter((name) => properties[name]?.type === 'integer');
-}
+});

@@ -10,7 +10,7 @@ import type { SecretBox } from '../../lib/secret-box.js';
 import { ApiError } from '../../lib/errors.js';
 import { isUuid } from '../../lib/ids.js';
 import { openSecrets, retiredSecrets, type SecretRow } from '../webhooks/webhook-secrets.js';
-import { verifySignature, type SignatureFailureReason } from '../../ingestion/signature.js';
+import { SIGNATURE_TOLERANCE_SECONDS, verifySignature, type SignatureFailureReason } from '../../ingestion/signature.js';
 import { verifyBearer } from '../../ingestion/bearer.js';
 
 export interface DeliveryEndpoint {
@@ -91,7 +91,7 @@ const SIGNATURE_MESSAGES: Record<SignatureFailureReason, string> = {
   no_matching_signature:
     "no v1 signature matches this body under the endpoint's secret (the HMAC key is the whole secret, whsec_ included, as UTF-8 text; " +
     'the message is "<t>." followed by the exact bytes of the body sent)',
-  timestamp_outside_window: 'X-Service-Signature t is more than 300 seconds from the current time; sign with the current time',
+  timestamp_outside_window: `X-Service-Signature t is more than ${SIGNATURE_TOLERANCE_SECONDS} seconds from the current time; sign with the current time`,
 };
 
 export interface PresentedCredentials {
@@ -139,7 +139,7 @@ export async function checkDeliveryCredentials(
  */
 function expiredMessage(skewSeconds: number): string {
   const way = skewSeconds < 0 ? 'behind' : 'ahead of';
-  return `X-Service-Signature t is ${Math.abs(skewSeconds)} seconds ${way} this service's clock (at most 300 are accepted); sign with the current time, and check the sending machine's clock (NTP)`;
+  return `X-Service-Signature t is ${Math.abs(skewSeconds)} seconds ${way} this service's clock (at most ${SIGNATURE_TOLERANCE_SECONDS} are accepted); sign with the current time, and check the sending machine's clock (NTP)`;
 }
 
 /** A signature by a rotated-out secret is named as such whatever its `t` (within ten years). */

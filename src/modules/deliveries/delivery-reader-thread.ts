@@ -7,10 +7,9 @@
 import { parentPort } from 'node:worker_threads';
 import { ApiError } from '../../lib/errors.js';
 import { createFhirValidator } from '../../ingestion/fhir-validate.js';
-import { digestDelivery, readDeliveryBody } from '../../ingestion/delivery-digest.js';
+import { digestDelivery, readDeliveryBody, type DeliveryDigest } from '../../ingestion/delivery-digest.js';
 import type { DeliveryItems } from '../../ingestion/delivery-body.js';
 import { DIGEST_PART_ITEMS, type ReaderReply, type ReaderRequest } from './delivery-reader.js';
-import type { DeliveryDigest } from '../../ingestion/delivery-digest.js';
 
 const port = parentPort;
 if (!port) throw new Error('delivery-reader-thread.ts runs as a worker thread of delivery-reader.ts');
