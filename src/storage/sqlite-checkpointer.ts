@@ -23,6 +23,12 @@
  *
  * The serving connection keeps an automatic checkpoint at a much larger size: it bounds the WAL
  * should this thread fall behind, stop, or another process keep writing through the quiet.
+ *
+ * Why a truncation when idle: SQLite reuses a restarted WAL file instead of shrinking it, so
+ * after a burst the file kept its size (up to `RESTART_AT_PAGES`, about 100 MiB) until the next
+ * burst: disk an operator saw used by a service doing nothing. Once every frame is copied and no
+ * commit has come for `TRUNCATE_IDLE_MS`, the thread truncates it (a TRUNCATE checkpoint with
+ * nothing left to copy: the write lock for an instant, at a time nobody writes).
  */
 import { createRequire } from 'node:module';
 import { Worker } from 'node:worker_threads';
@@ -50,6 +56,8 @@ const CHASE_MS = 5;
 const QUIET_FRAMES = 100;
 /** Checkpoints back to back at most, should commits come too fast for one to find little to copy. */
 const MAX_CATCH_UPS = 5;
+/** How long the WAL must go without a commit, fully copied, before the thread truncates it. */
+export const TRUNCATE_IDLE_MS = 10_000;
 /** The longest the serving side stays quiet, should the thread not answer. */
 const QUIET_LIMIT_MS = 1_000;
 
@@ -79,9 +87,31 @@ function passive() {
 }
 let copiedBefore = 0;
 let catchUps = 0;
+let lastVersion = -1;
+let unchangedSince = Date.now();
+// An idle WAL whose frames are all copied is cut back to nothing (the file otherwise keeps its
+// largest size). TRUNCATE waits for the write lock: only tried when nobody has written for a
+// while. data_version changes with every commit of another connection (the WAL's frame count
+// does not tell: a small commit after a restart leaves it where it was).
+function truncateIfIdle(state) {
+  const version = db.pragma('data_version', { simple: true });
+  if (version !== lastVersion) {
+    lastVersion = version;
+    unchangedSince = Date.now();
+    return;
+  }
+  if (state.log === 0 || state.checkpointed < state.log || Date.now() - unchangedSince < workerData.truncateIdleMs) return;
+  try {
+    db.pragma('wal_checkpoint(TRUNCATE)');
+    copiedBefore = 0;
+  } catch {
+    // Busy: a writer came after all; the next idle stretch tries again.
+  }
+}
 function checkpoint() {
   const state = passive();
   if (!state) return setTimeout(checkpoint, workerData.intervalMs);
+  truncateIfIdle(state);
   const copied = state.checkpointed >= copiedBefore ? state.checkpointed - copiedBefore : state.checkpointed;
   copiedBefore = state.checkpointed;
   // Left frames behind (a reader's snapshot held them back): chase them soon.
@@ -114,6 +144,7 @@ export type HoldConnection = (quiet: () => Promise<void>) => Promise<unknown>;
 
 export interface CheckpointerOptions {
   restartAtPages?: number;
+  truncateIdleMs?: number;
 }
 
 export function startCheckpointer(file: string, hold: HoldConnection, options: CheckpointerOptions = {}): Checkpointer {
@@ -128,6 +159,7 @@ export function startCheckpointer(file: string, hold: HoldConnection, options: C
       quietFrames: QUIET_FRAMES,
       maxCatchUps: MAX_CATCH_UPS,
       restartAtPages: options.restartAtPages ?? RESTART_AT_PAGES,
+      truncateIdleMs: options.truncateIdleMs ?? TRUNCATE_IDLE_MS,
     },
   });
   // Never keeps the process alive; an error in the thread only loses the offloading.

@@ -118,3 +118,52 @@ it('goes on checkpointing when the serving side cannot give it quiet', async () 
   // Told to carry on, the thread asked again at its next checkpoints instead of waiting forever.
   expect(asked).toBeGreaterThan(1);
 });
+
+it('truncates a fully copied WAL once no commit has come for a while, and goes on after it', async () => {
+  dir = mkdtempSync(join(tmpdir(), 'carepath-ckpt-'));
+  const file = join(dir, 'db.sqlite');
+  const connection = walConnection(file);
+  const checkpointer = startCheckpointer(file, (quiet) => quiet(), { truncateIdleMs: 300 });
+  const insert = connection.prepare('insert into t (body) values (randomblob(3000))');
+  const walSize = () => statSync(`${file}-wal`).size;
+  const until = async (done: () => boolean) => {
+    const deadline = Date.now() + 10_000;
+    while (!done() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 25));
+  };
+  try {
+    for (let i = 0; i < 300; i++) insert.run();
+    expect(walSize()).toBeGreaterThan(300 * 3000);
+    await until(() => walSize() === 0);
+    expect(walSize()).toBe(0);
+    // Writes after the truncation land in a WAL that starts over and is truncated again.
+    for (let i = 0; i < 50; i++) insert.run();
+    expect(walSize()).toBeGreaterThan(0);
+    await until(() => walSize() === 0);
+    expect(walSize()).toBe(0);
+  } finally {
+    await checkpointer.stop();
+  }
+  expect(connection.prepare('select count(*) as n from t').get()).toEqual({ n: 350 });
+  connection.close();
+});
+
+it('leaves the WAL alone while commits keep coming', async () => {
+  dir = mkdtempSync(join(tmpdir(), 'carepath-ckpt-'));
+  const file = join(dir, 'db.sqlite');
+  const connection = walConnection(file);
+  const checkpointer = startCheckpointer(file, (quiet) => quiet(), { truncateIdleMs: 400 });
+  const insert = connection.prepare('insert into t (body) values (randomblob(3000))');
+  let smallest = Number.POSITIVE_INFINITY;
+  try {
+    // A commit every 50 ms for 1.5 s: never idle for 400 ms.
+    for (let i = 0; i < 30; i++) {
+      insert.run();
+      await new Promise((r) => setTimeout(r, 50));
+      smallest = Math.min(smallest, statSync(`${file}-wal`).size);
+    }
+  } finally {
+    await checkpointer.stop();
+  }
+  expect(smallest).toBeGreaterThan(0);
+  connection.close();
+});
