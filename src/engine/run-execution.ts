@@ -14,7 +14,8 @@ import type { ExpressionCache } from '../lib/fhirpath.js';
 import { uuidv7 } from '../lib/ids.js';
 import type { RunStepTable } from '../storage/database.js';
 import { AUTOMATIONS } from './automations/index.js';
-import { CallAbandoned, ReplanNeeded, StepFailure, type LocalOutcome, type StepRequest } from './automations/automation.js';
+import { CallAbandoned, ReplanNeeded, StepFailure, type CallOutcome, type LocalOutcome, type StepRequest } from './automations/automation.js';
+import { httpSentAudit, recordEngineAudit } from './engine-audit.js';
 import { hasEventWaits, type EngineState, type OpenStep, type RunEnd } from './engine-state.js';
 import type { EngineServices } from './engine-services.js';
 import { beginStep, finishStep, plan, planAfterStep, type Move, type ReceivedEvent, type StepResult } from './executor.js';
@@ -268,7 +269,7 @@ export class RunExecution {
     state: EngineState,
     move: Extract<Move, { kind: 'run' }>,
     request: StepRequest,
-    call: (request: StepRequest, services: EngineServices) => Promise<StepResult>,
+    call: (request: StepRequest, services: EngineServices) => Promise<CallOutcome>,
     step: StepInHand,
   ): Promise<Turn> {
     const open: OpenStep = { stepId: step.stepId, automationId: move.automation.id, attempt: move.attempt, startedAt: step.startedAt };
@@ -282,8 +283,9 @@ export class RunExecution {
       ...(move.redo ? { interruptStep: move.redo.stepId } : {}),
     });
     let result: StepResult;
+    let sent: CallOutcome['sent'];
     try {
-      result = await call(request, this.services);
+      ({ result, sent } = await call(request, this.services));
     } catch (error) {
       if (error instanceof CallAbandoned) {
         // Taken over mid-call (the new holder owns the step now), or paused or canceled before a
@@ -300,11 +302,18 @@ export class RunExecution {
     }
     const finishedAt = this.nowIso();
     // The outcome is recorded even if the run was paused or canceled meanwhile: the call happened.
+    // So is what it sent out, in the same transaction (engine-audit.ts).
+    const disclosure = sent && httpSentAudit(
+      { runId: this.run.id, nodeId: move.nodeId, automationId: move.automation.id, subjectRecordId: this.run.subject?.id ?? null },
+      sent,
+      result.outcome === 'ok',
+    );
     await this.commit({
       state: finishStep(started, move.nodeId, move.automation.id, result, finishedAt),
       at: finishedAt,
       requireRunning: false,
       finishStep: { stepId: step.stepId, finish: stepFinish(result, finishedAt) },
+      ...(disclosure ? { effect: (tx, at) => recordEngineAudit(tx, this.run, at, disclosure) } : {}),
     });
     return 'continue';
   }

@@ -29,6 +29,32 @@ describeEachStore('engine: automations', (env) => {
     expect(steps.every((s) => s.finishedAt !== null && s.startedAt <= s.finishedAt)).toBe(true);
   });
 
+  it('tag: each change of a record is audited in its step (record.tags.change); run.create names the subject', async () => {
+    const ws = await env.workspace();
+    const subjectId = await patient(env, ws, 'p-tag-audit', ['review-done']);
+    const { triggerId } = await webTriggerFor(ws, chain('Tag audit', [
+      { id: 'mark', automations: [
+        { id: 'due', type: 'tag', with: { target: 'subject', add: ['review-due'], remove: ['review-done'] } },
+        { id: 'path', type: 'tag', with: { target: 'pathway', add: ['needs-call'] } },
+      ] },
+    ]));
+    const runId = await fire(ws, triggerId, subjectOf('p-tag-audit'));
+    await testWorker(env).drain();
+    expect((await getRun(ws, runId)).automationStatus).toBe('completed');
+    const events = await env.db.selectFrom('audit_events').selectAll().where('workspace_id', '=', ws.workspaceId).orderBy('id').execute();
+    const created = events.find((e) => e.action === 'run.create')!;
+    expect(JSON.parse(created.details)).toMatchObject({ triggerId, subjectRecordId: subjectId });
+    const changes = events.filter((e) => e.action === 'record.tags.change');
+    expect(changes.map((e) => [e.resource_type, e.resource_id, e.request_id, e.key_name, e.tenant_id, JSON.parse(e.details)])).toEqual([
+      ['record', subjectId, `run:${runId}`, 'carepath', ws.tenantId, { target: 'subject', runId, nodeId: 'mark', automationId: 'due', add: ['review-due'], remove: ['review-done'] }],
+      ['record', runId, `run:${runId}`, 'carepath', ws.tenantId, { target: 'pathway', runId, nodeId: 'mark', automationId: 'path', add: ['needs-call'], remove: [] }],
+    ]);
+    // A run without a subject: run.create says nothing of one.
+    const bare = await fire(ws, (await webTriggerFor(ws, chain('No subject', [{ id: 'x', automations: [{ id: 's', type: 'set', with: { vars: { a: '1' } } }] }]))).triggerId);
+    const bareCreated = await env.db.selectFrom('audit_events').select('details').where('resource_id', '=', bare).where('action', '=', 'run.create').executeTakeFirstOrThrow();
+    expect(JSON.parse(bareCreated.details)).not.toHaveProperty('subjectRecordId');
+  });
+
   it('tag: changes the subject record and the run\'s Pathway record, and search sees both', async () => {
     const ws = await env.workspace();
     const subjectId = await patient(env, ws, 'p-tag', ['review-done']);
@@ -399,7 +425,7 @@ describeEachStore('engine: automations', (env) => {
       },
       engineServices(env.container),
     );
-    expect(again).toEqual({ outcome: 'ok', output: { runId: childRunId, triggerId: child.triggerId } });
+    expect(again).toEqual({ result: { outcome: 'ok', output: { runId: childRunId, triggerId: child.triggerId } } });
     const children = await env.db.selectFrom('runs').select('id').where('trigger_id', '=', child.triggerId).execute();
     expect(children).toHaveLength(1);
   });

@@ -270,6 +270,40 @@ describeEachStore('engine: http automation', (env) => {
     expect(run.error?.message).toMatch(/refused: 127\.0\.0\.1 resolves to 127\.0\.0\.1, a non-public address not listed in CAREPATH_HTTP_ALLOW/);
   });
 
+  it('audits what each call sent out (http.send): method, origin, tries and answer, never the path; a refused call none', async () => {
+    const ws = await env.workspace();
+    const subjectId = await patient(env, ws, 'p-sent');
+    ledger.on('/sent/ok', { status: 200, body: {} });
+    ledger.on('/sent/busy', { status: 503 }, { status: 503 }, { status: 404 });
+    const ok = await webTriggerFor(ws, chain('Sent ok', [httpStep('tell', { method: 'POST', url: `${ledger.url('/sent')}/{{payload.where}}`, body: { mrn: 'MRN-SECRET-1' } })]));
+    const busy = await webTriggerFor(ws, chain('Sent busy', [httpStep('tell', { method: 'PUT', url: `${ledger.url('/sent')}/{{payload.where}}`, body: {} })]));
+    const okRun = await fire(ws, ok.triggerId, { where: 'ok', subject: { reference: 'Patient/p-sent' } });
+    const busyRun = await fire(ws, busy.triggerId, { where: 'busy' });
+    await testWorker(env).drain();
+    expect((await getRun(ws, okRun)).automationStatus).toBe('completed');
+    expect((await getRun(ws, busyRun)).automationStatus).toBe('errored');
+
+    const refused = await webTriggerFor(ws, chain('Sent refused', [httpStep('tell', { method: 'POST', url: ledger.url('/sent/ok'), body: {} })]));
+    const refusedRun = await fire(ws, refused.triggerId);
+    await testWorker(env, {}, { allow: createAllowList([]) }).drain();
+    expect((await getRun(ws, refusedRun)).automationStatus).toBe('errored');
+
+    const events = await env.db.selectFrom('audit_events').selectAll().where('workspace_id', '=', ws.workspaceId).where('action', '=', 'http.send').orderBy('id').execute();
+    expect(events.map((e) => [e.resource_id, e.outcome, e.request_id, e.key_id, e.key_name, e.tenant_id])).toEqual([
+      [okRun, 'success', `run:${okRun}`, null, 'carepath', ws.tenantId],
+      [busyRun, 'failure', `run:${busyRun}`, null, 'carepath', ws.tenantId],
+    ]);
+    const origin = new URL(ledger.url('/')).origin;
+    expect(JSON.parse(events[0].details)).toEqual({ nodeId: 'call', automationId: 'tell', subjectRecordId: subjectId, method: 'POST', origin, tries: 1, status: 200 });
+    expect(JSON.parse(events[1].details)).toEqual({ nodeId: 'call', automationId: 'tell', subjectRecordId: null, method: 'PUT', origin, tries: 3, status: 404 });
+    // Where and what: the origin only (a path or body may hold patient data).
+    expect(events.map((e) => e.details).join()).not.toMatch(/\/sent|MRN-SECRET/);
+    // Readable through the API like every other event.
+    const listed = await ws.call('GET', '/v1/audit-events?action=http.send');
+    expect(listed.statusCode).toBe(200);
+    expect(listed.json().data.map((e: { resourceId: string }) => e.resourceId).sort()).toEqual([okRun, busyRun].sort());
+  });
+
   it('resolves names before checking them: localhost is refused unless allowed', async () => {
     const ws = await env.workspace();
     const { triggerId } = await webTriggerFor(ws, chain('Localhost', [httpStep('lh', { method: 'GET', url: `http://localhost:${ledger.port}/x` })]));

@@ -19,6 +19,7 @@ import { subjectReference } from '../../modules/triggers/subject-reference.js';
 import { settingsProblems } from '../../modules/blueprints/automation.validate.js';
 import { findPlaceholders } from '../../lib/placeholders.js';
 import { render } from '../run-context.js';
+import type { CallDisclosure } from '../engine-audit.js';
 
 export interface StepRequest {
   run: RunInHand;
@@ -68,6 +69,12 @@ export interface WaitStart {
   write?: StepWrite;
 }
 
+/** A call's result, and what it sent out of the service when it did (an `http` step: audited with its outcome). */
+export interface CallOutcome {
+  result: StepResult;
+  sent?: CallDisclosure;
+}
+
 /** Thrown by a step whose settings or context do not let it run: the run errors at that node. */
 export class StepFailure extends Error {}
 
@@ -76,7 +83,7 @@ export class ReplanNeeded extends Error {}
 
 export type AutomationHandler =
   | { mode: 'local'; decide(step: StepRequest, services: EngineServices): LocalOutcome }
-  | { mode: 'call'; call(step: StepRequest, services: EngineServices): Promise<StepResult> }
+  | { mode: 'call'; call(step: StepRequest, services: EngineServices): Promise<CallOutcome> }
   | {
       mode: 'wait';
       begin(step: StepRequest, services: EngineServices): WaitStart;

@@ -10,6 +10,11 @@
  * secret set`): such a header is taken as written, without placeholders (so data can never
  * name a secret), and the values are filled in just before the call. A partner that echoes a
  * secret back has it replaced by `[secret]` in the step's output.
+ *
+ * What was sent, to which origin, how many times and with what answer is handed back with the
+ * result (`sent`) and audited with the step's outcome (`http.send`, engine-audit.ts): the run's
+ * data left the service. A call that never sent anything (refused by the allow-list, a secret
+ * missing) has none.
  */
 import type { HttpWith } from '../../modules/blueprints/blueprint.js';
 import { render, renderText, renderUrl } from '../run-context.js';
@@ -17,7 +22,7 @@ import { UrlTemplateError } from '../../lib/placeholders.js';
 import type { StepResult } from '../executor.js';
 import { backoffDelay, isRetryableStatus, retryAfterMs } from '../outbound/backoff.js';
 import { OutboundNetworkError, OutboundRefusedError, sendOutbound, type OutboundAnswer } from '../outbound/outbound-request.js';
-import { CallAbandoned, requireValidFilled, StepFailure, type AutomationHandler, type StepRequest } from './automation.js';
+import { CallAbandoned, requireValidFilled, StepFailure, type AutomationHandler, type CallOutcome, type StepRequest } from './automation.js';
 import { fillSecrets, mentionsSecrets, secretNamesIn } from '../../modules/secrets/secret-refs.js';
 import { isTransientStoreError } from '../../lib/store-errors.js';
 
@@ -48,28 +53,40 @@ export const httpAutomation: AutomationHandler = {
     let lastProblem = '';
     // What the retry's log line says: never the host or path (placeholders may have filled them).
     let lastKind = '';
+    // Requests that left (prepared and handed to the network), and the last answer's status.
+    let sentTries = 0;
+    let lastStatus: number | null = null;
+    const outcome = (result: StepResult): CallOutcome =>
+      sentTries === 0 ? { result } : { result, sent: { method: settings.method, origin: url.origin, tries: sentTries, status: lastStatus } };
     for (let attempt = 1; attempt <= backoff.attempts; attempt++) {
       let answer: OutboundAnswer | null = null;
       try {
         prepared ??= await prepareHeaders(settings, named, body !== null, step, services.outbound.secrets);
+        sentTries++;
+        lastStatus = null;
         answer = await sendOutbound(
           { method: settings.method, url, headers: prepared.headers, body, timeoutMs: settings.timeoutMs ?? services.outbound.timeoutMs, maxBodyBytes: MAX_HTTP_BODY_BYTES },
           services.outbound.allow,
           services.outbound.proxy,
         );
       } catch (error) {
-        if (error instanceof OutboundRefusedError) throw new StepFailure(`http ${where} refused: ${error.message}`);
+        if (error instanceof OutboundRefusedError) {
+          // Refused before connecting: this try sent nothing (an earlier one may have).
+          sentTries--;
+          return outcome(failed(step, `http ${where} refused: ${error.message}`, null, answerOutput));
+        }
         if (isTransientStoreError(error)) [lastProblem, lastKind] = ['could not read its secrets: the database did not answer', 'database'];
         else if (error instanceof OutboundNetworkError) [lastProblem, lastKind] = [error.message, error.kind];
         else throw error;
       }
+      if (answer) lastStatus = answer.status;
       if (answer && !answer.fromProxy && answer.status >= 200 && answer.status < 300) {
-        return { outcome: 'ok', output: answerOutput(answer) };
+        return outcome({ outcome: 'ok', output: answerOutput(answer) });
       }
-      if (answer && !isRetryableStatus(answer.status)) return failed(step, `http ${where} ${problemOf(answer, url)}`, answer, answerOutput);
+      if (answer && !isRetryableStatus(answer.status)) return outcome(failed(step, `http ${where} ${problemOf(answer, url)}`, answer, answerOutput));
       if (answer) [lastProblem, lastKind] = [problemOf(answer, url), answer.fromProxy ? `proxy status ${answer.status}` : `status ${answer.status}`];
       if (attempt === backoff.attempts) {
-        return failed(step, `http ${where} ${lastProblem} (after ${attempt} tries)`, answer, answerOutput);
+        return outcome(failed(step, `http ${where} ${lastProblem} (after ${attempt} tries)`, answer, answerOutput));
       }
       const hinted = answer ? retryAfterMs(headerText(answer.headers['retry-after']), Date.now()) : null;
       const delay = hinted !== null ? Math.min(hinted, backoff.maxMs) : backoffDelay(attempt, backoff);

@@ -64,14 +64,14 @@ export const startPathwayAutomation: AutomationHandler = {
         settings.triggerId,
         { payload, headerKey: step.stepKey },
       );
-      return { outcome: 'ok', output: { runId: fired.run.runId, triggerId: settings.triggerId } };
+      return { result: { outcome: 'ok', output: { runId: fired.run.runId, triggerId: settings.triggerId } } };
     } catch (error) {
       if (!(error instanceof ApiError)) throw error;
       if (error.code === 'idempotency_mismatch') {
         // An earlier attempt of this very step made the run (its payload rendered differently,
         // e.g. from now()); that run is the one this step started.
         const earlier = await listRuns(services.db, step.run.workspaceId, { idempotencyKey: step.stepKey, limit: 1 });
-        if (earlier.data[0]) return { outcome: 'ok', output: { runId: earlier.data[0].runId, triggerId: settings.triggerId } };
+        if (earlier.data[0]) return { result: { outcome: 'ok', output: { runId: earlier.data[0].runId, triggerId: settings.triggerId } } };
       }
       throw new StepFailure(`start_pathway of trigger ${settings.triggerId}: ${error.message}`);
     }

@@ -1,10 +1,12 @@
 /**
  * `tag`: `{target: subject|pathway, add, remove}` on the subject's record or the run's own
  * Pathway record (id = runId), in the step's transaction, so search sees it when the step is.
+ * The change is audited in the same transaction (`record.tags.change`, engine-audit.ts).
  */
 import type { TagWith } from '../../modules/blueprints/blueprint.js';
 import { adoptTagsFromSource, changeTags } from '../../modules/records/record.repository.js';
 import { isRunStatus } from '../run-status.js';
+import { recordEngineAudit, tagsChangedAudit } from '../engine-audit.js';
 import { filledSettings, requireSubject, StepFailure, type AutomationHandler } from './automation.js';
 
 export const tagAutomation: AutomationHandler = {
@@ -14,6 +16,7 @@ export const tagAutomation: AutomationHandler = {
     const add = settings.add ?? [];
     const remove = settings.remove ?? [];
     const output = { target: settings.target, add, remove };
+    const who = { runId: step.run.id, nodeId: step.nodeId, automationId: step.automation.id };
     if (settings.target === 'pathway') {
       // The Pathway record's status tag belongs to the engine: search must never see a run in
       // two states, or in none.
@@ -21,7 +24,10 @@ export const tagAutomation: AutomationHandler = {
       if (status) throw new StepFailure(`tag: "${status}" is an automation status; a pathway's status tag is set by the engine only`);
       return {
         result: { outcome: 'ok', output },
-        write: (tx, at) => changeTags(tx, step.run.workspaceId, step.run.id, add, remove, at),
+        write: async (tx, at) => {
+          await changeTags(tx, step.run.workspaceId, step.run.id, add, remove, at);
+          await recordEngineAudit(tx, step.run, at, tagsChangedAudit(who, { id: step.run.id, target: 'pathway' }, add, remove));
+        },
       };
     }
     const subject = requireSubject(step);
@@ -30,6 +36,7 @@ export const tagAutomation: AutomationHandler = {
       write: async (tx, at) => {
         await changeTags(tx, step.run.workspaceId, subject.id, add, remove, at);
         await adoptTagsFromSource(tx, step.run.workspaceId, subject, add.filter((tag) => !remove.includes(tag)));
+        await recordEngineAudit(tx, step.run, at, tagsChangedAudit(who, { id: subject.id, target: 'subject' }, add, remove));
       },
       subjectAfter: { ...subject, tags: [...new Set([...subject.tags.filter((tag) => !remove.includes(tag)), ...add])].sort() },
     };

@@ -1,0 +1,67 @@
+/**
+ * Audit events of what the engine itself does with health data, beyond the runs it creates
+ * (`run.create`): a `tag` step that changes a record (`record.tags.change`), and an `http` step
+ * that sent a run's data out of the service (`http.send`, the disclosure: to whom, not what).
+ * Each is written in the transaction of the step it records, so the trail has it exactly when
+ * the step timeline does.
+ *
+ * Who: no key made the change. The request id is `run:<runId>` and the key name `carepath`, as
+ * for the runs a `start_pathway` step creates.
+ */
+import { systemContext } from '../auth/context.js';
+import { recordAudit, type AuditInput } from '../modules/audit/audit.repository.js';
+import type { DbOrTx } from '../storage/database.js';
+import type { RunInHand } from './run-context.js';
+
+export async function recordEngineAudit(tx: DbOrTx, run: Pick<RunInHand, 'id' | 'workspaceId'>, at: string, input: AuditInput): Promise<void> {
+  // The tenant is the workspace's: one primary-key read, only for the steps audited here.
+  const workspace = await tx.selectFrom('workspaces').select('tenant_id').where('id', '=', run.workspaceId).executeTakeFirst();
+  if (!workspace) return;
+  await recordAudit(tx, systemContext(workspace.tenant_id, run.workspaceId, `run:${run.id}`), at, [input]);
+}
+
+/** What an `http` step sent out: the origin only (its path and query may hold patient data). */
+export interface CallDisclosure {
+  method: string;
+  origin: string;
+  /** Requests sent (tries after a 5xx, a 429 or a network failure included). */
+  tries: number;
+  /** The last answer's status; null when no answer came (a timeout, a reset). */
+  status: number | null;
+}
+
+export function httpSentAudit(
+  step: { runId: string; nodeId: string; automationId: string; subjectRecordId: string | null },
+  sent: CallDisclosure,
+  succeeded: boolean,
+): AuditInput {
+  return {
+    action: 'http.send',
+    resourceType: 'run',
+    resourceId: step.runId,
+    outcome: succeeded ? 'success' : 'failure',
+    details: {
+      nodeId: step.nodeId,
+      automationId: step.automationId,
+      subjectRecordId: step.subjectRecordId,
+      method: sent.method,
+      origin: sent.origin,
+      tries: sent.tries,
+      status: sent.status,
+    },
+  };
+}
+
+export function tagsChangedAudit(
+  step: { runId: string; nodeId: string; automationId: string },
+  record: { id: string; target: 'subject' | 'pathway' },
+  add: string[],
+  remove: string[],
+): AuditInput {
+  return {
+    action: 'record.tags.change',
+    resourceType: 'record',
+    resourceId: record.id,
+    details: { target: record.target, runId: step.runId, nodeId: step.nodeId, automationId: step.automationId, add, remove },
+  };
+}
