@@ -27,6 +27,7 @@ import { readRunLease } from './sql/read-run-lease.js';
 import { releaseRun } from './sql/release-run.js';
 import type { StepCommitter, StepFinish, StepWrite } from './step-committer.js';
 import { storableText } from '../lib/storable-text.js';
+import { cutMessage, jsonWithin, MAX_RUN_STATE_CHARS, MAX_STEP_OUTPUT_CHARS, RUN_STATE_TOO_LARGE, RunStateTooLarge, STEP_OUTPUT_TOO_LARGE } from './step-limits.js';
 
 /** How the worker and an execution talk: the lease, the shared commit, and whether to stop. */
 export interface ExecutionControl {
@@ -124,19 +125,26 @@ export class RunExecution {
     return receivedEvents(this.services.db, this.run.id);
   }
 
-  /** Submits a guarded write; on success the run's state is the one written. */
-  private async commit(write: Omit<StepWrite, 'lease' | 'state' | 'from'> & { state: EngineState }): Promise<void> {
+  /**
+   * Submits a guarded write; on success the run's state is the one written. A write that records
+   * a step's result (`limitState`) throws RunStateTooLarge, writing nothing, when the run's
+   * progress would pass MAX_RUN_STATE_CHARS: its caller records the step as failed instead.
+   */
+  private async commit(write: Omit<StepWrite, 'lease' | 'state' | 'from'> & { state: EngineState; limitState?: boolean }): Promise<void> {
+    const { state: next, limitState, ...rest } = write;
+    const stateJson = jsonWithin(next, limitState ? MAX_RUN_STATE_CHARS : Number.POSITIVE_INFINITY);
+    if (stateJson === null) throw new RunStateTooLarge(RUN_STATE_TOO_LARGE);
     // A run that ends while another branch waits leaves no step open and no event wait behind.
-    const closeOpenSteps = write.end !== undefined && Object.values(write.state.nodes).some((node) => node.open);
+    const closeOpenSteps = write.end !== undefined && Object.values(next.nodes).some((node) => node.open);
     const applied = await this.control.committer.submit({
-      ...write,
+      ...rest,
       closeOpenSteps,
       from: this.status,
       lease: this.lease,
-      state: JSON.stringify(write.state),
+      state: stateJson,
     });
     if (!applied) throw new GuardFailed();
-    this.state = write.state;
+    this.state = next;
     this.status = 'running';
     if (write.end?.status === 'errored') this.logErrored(write.end.error?.nodeId ?? '', write.state);
   }
@@ -308,13 +316,23 @@ export class RunExecution {
       sent,
       result.outcome === 'ok',
     );
-    await this.commit({
-      state: finishStep(started, move.nodeId, move.automation.id, result, finishedAt),
-      at: finishedAt,
-      requireRunning: false,
-      finishStep: { stepId: step.stepId, finish: stepFinish(result, finishedAt) },
-      ...(disclosure ? { effect: (tx, at) => recordEngineAudit(tx, this.run, at, disclosure) } : {}),
-    });
+    const recordOutcome = async (outcome: StepResult, limitState: boolean) => {
+      const kept = withinOutputLimit(outcome, request, finishedAt);
+      await this.commit({
+        state: finishStep(started, move.nodeId, move.automation.id, kept.result, finishedAt),
+        at: finishedAt,
+        requireRunning: false,
+        limitState,
+        finishStep: { stepId: step.stepId, finish: kept.finish },
+        ...(disclosure ? { effect: (tx, at) => recordEngineAudit(tx, this.run, at, disclosure) } : {}),
+      });
+    };
+    try {
+      await recordOutcome(result, true);
+    } catch (error) {
+      if (!(error instanceof RunStateTooLarge)) throw error;
+      await recordOutcome(failureOutcome(new StepFailure(stepProblem(request, RUN_STATE_TOO_LARGE)), request).result, false);
+    }
     return 'continue';
   }
 
@@ -333,20 +351,46 @@ export class RunExecution {
   private async commitLocal(
     state: EngineState,
     move: { nodeId: string; automation: StepRequest['automation'] },
-    outcome: LocalOutcome,
+    decided: LocalOutcome,
     at: string,
     step: StepInHand,
+    limitState = true,
   ): Promise<Turn> {
+    const { result, finish } = withinOutputLimit(decided.result, { nodeId: move.nodeId, automation: move.automation }, at);
+    // A step whose output is too large fails whole: its effect (tags) is not applied either.
+    const outcome: LocalOutcome = result === decided.result ? decided : { result };
     const finished = { nodeId: move.nodeId, automationId: move.automation.id, result: outcome.result, at };
     // The node's links see what this step changes: a condition on subject.tags right after a tag step.
     const subject = outcome.subjectAfter ?? this.run.subject;
     const after = planAfterStep(this.graph, state, finished, (next) => linkCheck(this.expressions, { ...expressionContext(this.run, next), subject }));
     const ends = after.move.kind === 'end' ? after.move.end : null;
-    const finish = stepFinish(outcome.result, at);
+    try {
+      await this.commitStep(after.state, ends, outcome, finish, move, at, step, limitState);
+    } catch (error) {
+      if (!(error instanceof RunStateTooLarge) || !limitState) throw error;
+      // Nothing was written: the step is recorded failed instead, without its output or effect.
+      const failed = failureOutcome(new StepFailure(stepProblem({ automation: move.automation }, RUN_STATE_TOO_LARGE)), { nodeId: move.nodeId, automation: move.automation });
+      return this.commitLocal(state, move, failed, at, step, false);
+    }
+    if (outcome.subjectAfter) this.run.subject = outcome.subjectAfter;
+    return ends ? 'done' : 'continue';
+  }
+
+  private async commitStep(
+    state: EngineState,
+    ends: RunEnd | null,
+    outcome: LocalOutcome,
+    finish: StepFinish,
+    move: { nodeId: string; automation: StepRequest['automation'] },
+    at: string,
+    step: StepInHand,
+    limitState: boolean,
+  ): Promise<void> {
     await this.commit({
-      state: after.state,
+      state,
       at,
       requireRunning: true,
+      limitState,
       ...(ends ? { end: endOf(ends) } : {}),
       effect: outcome.write,
       alone: outcome.alone,
@@ -362,8 +406,6 @@ export class RunExecution {
             },
           }),
     });
-    if (outcome.subjectAfter) this.run.subject = outcome.subjectAfter;
-    return ends ? 'done' : 'continue';
   }
 
   /** Why a guarded write failed, and what to do: let go, stop, or look again. */
@@ -401,7 +443,7 @@ export class RunExecution {
 }
 
 function endOf(end: RunEnd): NonNullable<StepWrite['end']> {
-  return { status: end.status, error: end.status === 'errored' ? { message: storableText(end.message), nodeId: end.nodeId } : null };
+  return { status: end.status, error: end.status === 'errored' ? { message: storableText(cutMessage(end.message)), nodeId: end.nodeId } : null };
 }
 
 /** A step that throws (bad settings, an expression failing at run time) errors the run at its node. */
@@ -413,18 +455,33 @@ function attempt(decide: () => LocalOutcome, request: StepRequest): LocalOutcome
   }
 }
 
-function failureOutcome(error: unknown, request: StepRequest): LocalOutcome {
+function failureOutcome(error: unknown, request: Pick<StepRequest, 'nodeId' | 'automation'>): LocalOutcome {
   const detail = error instanceof Error ? error.message : String(error);
-  const message = error instanceof StepFailure ? detail : `${request.automation.type} automation "${request.automation.id}": ${detail}`;
+  const message = error instanceof StepFailure ? detail : stepProblem(request, detail);
   return { result: { outcome: 'failed', output: null, end: { status: 'errored', nodeId: request.nodeId, message } } };
 }
 
-function stepFinish(result: StepResult, at: string): StepFinish {
+function stepProblem(request: Pick<StepRequest, 'automation'>, detail: string): string {
+  return `${request.automation.type} automation "${request.automation.id}": ${detail}`;
+}
+
+/**
+ * The step's result and its record, or, when its output is larger than a step may keep
+ * (step-limits.ts), the step failed for that reason: the run errors at its node.
+ */
+function withinOutputLimit(result: StepResult, request: Pick<StepRequest, 'nodeId' | 'automation'>, at: string): { result: StepResult; finish: StepFinish } {
+  const output = result.output === undefined ? 'null' : jsonWithin(result.output, MAX_STEP_OUTPUT_CHARS);
+  if (output !== null) return { result, finish: stepFinish(result, output, at) };
+  const failed = failureOutcome(new StepFailure(stepProblem(request, STEP_OUTPUT_TOO_LARGE)), request).result;
+  return { result: failed, finish: stepFinish(failed, 'null', at) };
+}
+
+function stepFinish(result: StepResult, output: string, at: string): StepFinish {
   return {
     at,
     outcome: result.outcome,
-    output: result.output === undefined ? null : JSON.stringify(result.output),
+    output: result.output === undefined ? null : output,
     // A message may quote what others sent (a partner's answer, a filled `fail` message).
-    error: result.end?.status === 'errored' ? storableText(result.end.message) : null,
+    error: result.end?.status === 'errored' ? storableText(cutMessage(result.end.message)) : null,
   };
 }

@@ -203,6 +203,60 @@ describeEachStore('engine: automations', (env) => {
     expect((await getRun(ws, braces)).error).toEqual({ message: 'score {{11}} is out of range', nodeId: 'boom' });
   });
 
+  it('a step whose output would pass 4 MiB fails at its node, never retried, and writes none of it; the worker goes on', async () => {
+    const ws = await env.workspace();
+    // 23 variables, each its predecessor twice: 16 characters doubled 22 times would be 64 MiB.
+    const doubling: Record<string, string> = { v0: "'xxxxxxxxxxxxxxxx'" };
+    for (let i = 1; i <= 22; i++) doubling[`v${i}`] = `vars.v${i - 1} + vars.v${i - 1}`;
+    const big = await webTriggerFor(ws, chain('Doubling', [{ id: 'a', automations: [{ id: 'grow', type: 'set', with: { vars: doubling } }] }]));
+    const fine = await webTriggerFor(ws, chain('Fine', [{ id: 'b', automations: [{ id: 'small', type: 'set', with: { vars: { x: '1' } } }] }]));
+    const bigRun = await fire(ws, big.triggerId);
+    const fineRun = await fire(ws, fine.triggerId);
+    await testWorker(env).drain();
+    const run = await getRun(ws, bigRun);
+    expect(run.automationStatus).toBe('errored');
+    expect(run.error).toEqual({ nodeId: 'a', message: expect.stringMatching(/^set: with vars\.v\d+, its output comes to more than 4 MiB as JSON, the most a step may keep$/) });
+    const [step] = await getSteps(ws, bigRun);
+    expect(step).toMatchObject({ automationId: 'grow', outcome: 'failed', output: null });
+    const row = await env.db.selectFrom('runs').select(['engine_state', 'failures']).where('id', '=', bigRun).executeTakeFirstOrThrow();
+    expect(row.failures).toBe(0);
+    expect(row.engine_state!.length).toBeLessThan(10_000);
+    expect((await getRun(ws, fineRun)).automationStatus).toBe('completed');
+  });
+
+  it('a run whose variables and outputs would pass 16 MiB errors at the step that would take it there', async () => {
+    const ws = await env.workspace();
+    // Each step keeps about 3 MB (under a step's 4 MiB); together they pass the run's 16 MiB.
+    const nodes = Array.from({ length: 8 }, (_, i) => ({
+      id: `n${i}`,
+      automations: [{ id: `s${i}`, type: 'set', with: { vars: { [`a${i}`]: 'payload.s + payload.s', [`b${i}`]: `vars.a${i} + payload.s` } } }],
+    }));
+    const { triggerId } = await webTriggerFor(ws, chain('Growing', nodes));
+    const runId = await fire(ws, triggerId, { s: 'y'.repeat(500_000) });
+    await testWorker(env).drain();
+    const run = await getRun(ws, runId);
+    expect(run.automationStatus).toBe('errored');
+    expect(run.error!.message).toMatch(/^set automation "s\d": the run's variables and step outputs would come to more than 16 MiB as JSON, the most a run may keep$/);
+    const steps = await getSteps(ws, runId);
+    const failed = steps.find((step) => step.outcome === 'failed')!;
+    expect(failed).toMatchObject({ nodeId: run.error!.nodeId, output: null });
+    expect(steps.filter((step) => step.outcome === 'ok').length).toBeGreaterThan(0);
+    const row = await env.db.selectFrom('runs').select('engine_state').where('id', '=', runId).executeTakeFirstOrThrow();
+    expect(row.engine_state!.length).toBeLessThanOrEqual(16 * 1024 * 1024 + 10_000);
+  });
+
+  it('fail: a message filled past 4,000 characters is cut, saying so', async () => {
+    const ws = await env.workspace();
+    const { triggerId } = await webTriggerFor(ws, chain('Long message', [{ id: 'f', automations: [{ id: 'no', type: 'fail', with: { message: 'lab said: {{payload.s}}' } }] }]));
+    const runId = await fire(ws, triggerId, { s: 'z'.repeat(300_000) });
+    await testWorker(env).drain();
+    const run = await getRun(ws, runId);
+    expect(run.automationStatus).toBe('errored');
+    expect(run.error!.message).toBe(`lab said: ${'z'.repeat(3_990)}… (cut: 300010 characters)`);
+    const [step] = await getSteps(ws, runId);
+    expect(step.error).toBe(run.error!.message);
+  });
+
   it('fail: a message holding U+0000 or an unpaired surrogate ends the run errored, those characters shown as U+FFFD', async () => {
     // FHIRPath spells them as escapes, so they pass import and appear only when the step fills
     // the message; PostgreSQL refused the step's row, and the run was retried for ever.

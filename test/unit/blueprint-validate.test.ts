@@ -287,6 +287,11 @@ describe('validateBlueprint: links', () => {
     expectProblem(input, 'link 2 (risk → flag): when reads steps.tag-it as "steps.tag - it" (FHIRPath subtracts); write the name in backticks: steps.`tag-it`');
     input.links[1].when = "steps.`tag-it`.outcome = 'ok' and payload.riskScore - 1 > 4 and payload.note != 'a.b-c'";
     expect(() => validateBlueprint(input)).not.toThrow();
+    // After steps. comes an automation id, even when a digit follows its hyphen; elsewhere that is arithmetic.
+    input.links[1].when = "steps.t-1.outcome = 'ok'";
+    expectProblem(input, 'link 2 (risk → flag): when reads steps.t-1 as "steps.t - 1" (FHIRPath subtracts); write the name in backticks: steps.`t-1`');
+    input.links[1].when = "payload.count-1 > 4 and steps.`t-1`.outcome = 'ok' and payload.steps.x-1 > 0";
+    expect(() => validateBlueprint(input)).not.toThrow();
   });
 
   it('refuses a pattern written in when that the linear-time engine cannot run, and takes one it can', () => {
@@ -669,6 +674,17 @@ describe('validateBlueprint: automations', () => {
       expectProblem(http({ headers: { 'X-Count': 3 } }), `${at}with.headers.X-Count must be text`);
       expectProblem(http({ headers: { 'Bad Header': 'x' } }), `${at}with.headers: "Bad Header" is not a valid header name`);
       expectProblem(http({ headers: ['x'] }), /with\.headers must be an object/);
+    });
+
+    it('refuses a header value written with a line break or another character a header cannot carry', () => {
+      const cannot = 'holds a character a header cannot carry (a line break, a control character, or one beyond U+00FF)';
+      for (const value of ['a\r\nX-Injected: 1', 'a\nb', 'nul\u0000', 'euro €']) {
+        expectProblem(http({ headers: { 'X-A': value } }), `${at}with.headers.X-A ${cannot}`);
+      }
+      expectProblem(http({ headers: { 'X-A': '{{ payload.a }}\r\n' } }), `${at}with.headers.X-A ${cannot}`);
+      for (const value of ['tab\there', 'café', 'Bearer {{ payload.token }}', '{{ payload.a\n + payload.b }}']) {
+        expect(() => validateBlueprint(http({ headers: { 'X-A': value } }) as never)).not.toThrow();
+      }
     });
 
     it('needs a timeout from 1 to 60000 ms', () => {

@@ -23,6 +23,13 @@ const LOCAL_TIME = /^([01]\d|2[0-3]):[0-5]\d(:[0-5]\d)?$/;
 const VAR_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+/**
+ * What Node refuses in a header value (and what would split one header into two, were it sent):
+ * refused at import when written, rather than at every run's call. What placeholders fill in is
+ * checked when the call is made.
+ */
+const HEADER_VALUE_UNSENDABLE = /[^\t\x20-\x7e\x80-\xff]/;
+const PLACEHOLDERS = /\{\{[\s\S]*?\}\}/g;
 const MAX_HTTP_TIMEOUT_MS = 60_000;
 
 /** A value whose placeholders are filled when the step runs: its format is checked then. */
@@ -193,6 +200,9 @@ function checkHttp(w: WithObject, report: Report): void {
       for (const [name, value] of Object.entries(w.headers)) {
         if (!HEADER_NAME.test(name)) report(`with.headers: "${name}" is not a valid header name`);
         if (typeof value !== 'string') report(`with.headers.${name} must be text`);
+        else if (HEADER_VALUE_UNSENDABLE.test(value.replace(PLACEHOLDERS, ''))) {
+          report(`with.headers.${name} holds a character a header cannot carry (a line break, a control character, or one beyond U+00FF)`);
+        }
       }
     }
   }

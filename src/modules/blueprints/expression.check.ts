@@ -98,20 +98,26 @@ function problemOf(text: string, condition: boolean): string | undefined {
   return notBoolean === null ? undefined : `can never hold: it ${notBoolean}`;
 }
 
+/** `steps.` and an automation id whose hyphen comes before a digit (`steps.t-1`, `steps.check-2b`). */
+const STEP_ID_WITH_DIGITS = /(?<![A-Za-z0-9_.%`])steps\.([A-Za-z_][A-Za-z0-9_]*)-([0-9][A-Za-z0-9_-]*)/;
+
 /**
  * A name with a hyphen written bare after a dot (`steps.tag-it.outcome`): FHIRPath reads it as a
  * subtraction, `steps.tag - it`, which compiles, runs, and is empty, so a condition on it never
  * holds and nothing says why. Automation ids and payload keys may hold hyphens (DESIGN §11's
  * own example: `tag-it`); in an expression they are written `steps.\`tag-it\``. Text inside
  * string literals and names already in backticks are not looked at; a hyphen between spaces, or
- * before a digit, is arithmetic and is left alone.
+ * before a digit, is arithmetic and is left alone (`vars.count-1`), but not right after `steps.`:
+ * what follows it is always an automation id (`steps.t-1.outcome`), and a step's record is no
+ * number to subtract from.
  */
 function hyphenatedName(text: string): { written: string; left: string; right: string; quoted: string } | undefined {
   const bare = text.replace(/'(?:[^'\\]|\\.)*'/g, "''").replace(/`[^`]*`/g, '``');
-  const match = /\.([A-Za-z_][A-Za-z0-9_]*)-([A-Za-z_][A-Za-z0-9_-]*)/.exec(bare);
+  const stepId = STEP_ID_WITH_DIGITS.exec(bare);
+  const match = /\.([A-Za-z_][A-Za-z0-9_]*)-([A-Za-z_][A-Za-z0-9_-]*)/.exec(bare) ?? stepId;
   if (!match) return undefined;
   const [, left, right] = match;
-  const before = /([A-Za-z_%][A-Za-z0-9_]*)$/.exec(bare.slice(0, match.index))?.[1] ?? '';
+  const before = match === stepId ? 'steps' : (/([A-Za-z_%][A-Za-z0-9_]*)$/.exec(bare.slice(0, match.index))?.[1] ?? '');
   const prefix = before ? `${before}.` : '.';
   return { written: `${prefix}${left}-${right}`, left: `${prefix}${left}`, right, quoted: `${prefix}\`${left}-${right}\`` };
 }
