@@ -1,8 +1,10 @@
 import { expect, it } from 'vitest';
+import type { KyselyPlugin, QueryId } from 'kysely';
 import { describeEachStore, simpleBlueprint } from '../helpers/test-env.js';
 import { ManualClock } from '../../src/lib/clock.js';
 import { plannedRun } from '../../src/modules/events/run-plan.js';
-import { insertPlannedRuns, type PlannedRunRow } from '../../src/modules/events/planned-runs.repository.js';
+import { insertPlannedRuns, subjectKey, subjectsWithLiveRuns, type PlannedRunRow } from '../../src/modules/events/planned-runs.repository.js';
+import { insertRecords } from '../../src/modules/records/record.repository.js';
 import { createPlannedRuns, sweepPlannedRuns, type RunStarterDeps } from '../../src/modules/events/planned-runs.js';
 import { processorFor } from '../helpers/deliveries.js';
 import { capturedLogger } from '../helpers/log-capture.js';
@@ -72,6 +74,47 @@ describeEachStore(
       expect(await sweepPlannedRuns(deps(), 'sweeper')).toBe(0);
       expect(await runsIn(workspaceId)).toHaveLength(0);
       expect(await plannedIn(workspaceId)).toHaveLength(0);
+    });
+
+    it('a subject whose planned run becomes a run meanwhile is live to onePerSubject (one snapshot of both tables)', async () => {
+      clock.set('2025-01-20T00:00:00.000Z');
+      const { rows, ws } = await plan(1, 'me', '2025-01-20T00:01:00.000Z');
+      const [subject] = await insertRecords(env.db, ws.workspaceId, [{ resourceType: 'Patient', extId: 'live-1', name: 'Live 1', tags: [] }], clock.now().toISOString());
+      await env.db.updateTable('planned_runs').set({ subject_record_id: subject }).where('id', '=', rows[0].id).execute();
+      // Right after the check's first statement that reads `runs`, the planned run becomes a run
+      // (its run committed, then its planned row deleted: createHeld's order). Read in two
+      // statements, the check saw neither and a second live run was started for the patient.
+      if (env.container.store.dialect === 'sqlite') {
+        // One connection, held by a statement until its result is read: nothing can land inside
+        // one statement, so one statement for both tables is the whole guarantee. Counted here.
+        let statements = 0;
+        const counting: KyselyPlugin = { transformQuery: (args) => args.node, transformResult: async (args) => (statements++, args.result) };
+        const live = await subjectsWithLiveRuns(env.db.withPlugin(counting), [rows[0].trigger_id], [subject]);
+        expect(statements).toBe(1);
+        expect([...live]).toEqual([subjectKey(rows[0].trigger_id, subject)]);
+        expect(await createPlannedRuns(deps(), 'me', [rows[0].id])).toBe(1);
+        return;
+      }
+      let converted = false;
+      const convertAfterRunsRead: KyselyPlugin = {
+        transformQuery: (args) => {
+          const from = (args.node as { from?: { froms?: { table?: { identifier?: { name?: string } } }[] } }).from?.froms?.[0]?.table?.identifier?.name;
+          if (from === 'runs') runsReads.add(args.queryId);
+          return args.node;
+        },
+        transformResult: async (args) => {
+          if (runsReads.has(args.queryId) && !converted) {
+            converted = true;
+            expect(await createPlannedRuns(deps(), 'me', [rows[0].id])).toBe(1);
+          }
+          return args.result;
+        },
+      };
+      const runsReads = new Set<QueryId>();
+      const live = await subjectsWithLiveRuns(env.db.withPlugin(convertAfterRunsRead), [rows[0].trigger_id], [subject]);
+      expect(converted).toBe(true);
+      expect(await env.db.selectFrom('planned_runs').select('id').where('id', '=', rows[0].id).execute()).toHaveLength(0);
+      expect([...live]).toEqual([subjectKey(rows[0].trigger_id, subject)]);
     });
 
     it("leaves another holder's rows alone until their lease runs out, then takes them over", async () => {

@@ -97,6 +97,13 @@ export const subjectKey = (triggerId: string, subjectRecordId: string): string =
 /**
  * The (trigger, subject) pairs among these that already have a run that is not terminal, or one
  * planned and not yet created: onePerSubject starts no second run for them (DESIGN §9).
+ *
+ * Both tables in ONE statement, so in one snapshot: a planned run becomes a run in two commits
+ * (planned-runs.ts `createHeld`: the run, then the planned row's deletion), and two statements
+ * under PostgreSQL's READ COMMITTED could read `runs` before the first and `planned_runs` after
+ * the second, see neither, and start a second live run for the patient (a scale-out review, two
+ * processes applying deliveries for one patient at once). In any one snapshot at least one of
+ * the two rows is there.
  */
 export async function subjectsWithLiveRuns(
   db: DbOrTx,
@@ -106,20 +113,21 @@ export async function subjectsWithLiveRuns(
   const live = new Set<string>();
   if (triggerIds.length === 0 || subjectRecordIds.length === 0) return live;
   for (const chunk of chunks([...new Set(subjectRecordIds)], ID_CHUNK)) {
-    const running = await db
+    const rows = await db
       .selectFrom('runs')
       .select(['trigger_id', 'subject_record_id'])
       .where('subject_record_id', 'in', chunk)
       .where('trigger_id', 'in', triggerIds)
       .where('automation_status', 'not in', TERMINAL_STATUSES)
+      .unionAll(
+        db
+          .selectFrom('planned_runs')
+          .select(['trigger_id', 'subject_record_id'])
+          .where('trigger_id', 'in', triggerIds)
+          .where('subject_record_id', 'in', chunk),
+      )
       .execute();
-    const planned = await db
-      .selectFrom('planned_runs')
-      .select(['trigger_id', 'subject_record_id'])
-      .where('trigger_id', 'in', triggerIds)
-      .where('subject_record_id', 'in', chunk)
-      .execute();
-    for (const row of [...running, ...planned]) {
+    for (const row of rows) {
       if (row.subject_record_id) live.add(subjectKey(row.trigger_id, row.subject_record_id));
     }
   }

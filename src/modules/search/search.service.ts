@@ -8,7 +8,8 @@
  * statement (PostgreSQL's walk), that statement writes the event itself; otherwise it is written
  * on its own once the page is read. Its shape comes from search-audit.ts either way.
  */
-import type { Db } from '../../storage/database.js';
+import type { Db, DbOrTx } from '../../storage/database.js';
+import { dialectOfDb } from '../../storage/dialect.js';
 import type { RequestContext } from '../../auth/context.js';
 import { recordAudit } from '../audit/audit.repository.js';
 import { countRecords, findMatches, findRecordPage, type RecordCriteria } from './search.repository.js';
@@ -17,6 +18,7 @@ import {
   DEFAULT_SEARCH_LIMIT,
   type ResourceType,
   type SearchBody,
+  type SearchHit,
   type SearchResult,
 } from './search.schemas.js';
 
@@ -32,20 +34,43 @@ export async function searchRecords(db: Db, ctx: RequestContext, body: SearchBod
   const limit = body.limit ?? DEFAULT_SEARCH_LIMIT;
   const offset = body.offset ?? 0;
   const at = now.toISOString();
-  const matches = await findMatches(db, ctx.workspaceId, criteria);
-  const total = matches.total;
-  const facts: SearchFacts = { ...criteria, total, limit, offset };
   const audited = HOLDS_HEALTH_DATA[criteria.resourceType];
-  const page = await findRecordPage(
-    db,
-    ctx.workspaceId,
-    matches,
-    { order: body.order ?? 'name', direction: body.orderDirection ?? 'asc', limit, offset },
-    audited ? () => searchExecutedAroundIds(ctx, at, facts) : undefined,
-  );
-  const results = page.hits;
-  if (audited && !page.audited) await recordAudit(db, ctx, at, [searchExecuted(facts, results.map((hit) => hit.id))]);
-  return { total, limit, offset, results };
+  const read = async (store: DbOrTx) => {
+    const matches = await findMatches(store, ctx.workspaceId, criteria);
+    const facts: SearchFacts = { ...criteria, total: matches.total, limit, offset };
+    const page = await findRecordPage(
+      store,
+      ctx.workspaceId,
+      matches,
+      { order: body.order ?? 'name', direction: body.orderDirection ?? 'asc', limit, offset },
+      audited ? () => searchExecutedAroundIds(ctx, at, facts) : undefined,
+    );
+    return { facts, page };
+  };
+  // The matches (tag bitmaps) and the page are two reads; a tag change committed between them
+  // gave pages whose records contradicted their own filter (a review: a `with flip` page of
+  // records tagged `flop` only). On PostgreSQL both read one snapshot (REPEATABLE READ; the
+  // page's statement writes the audit row, so not READ ONLY). On SQLite another request's
+  // commit can only land between the two reads: the hits are checked against the filters and
+  // the search read again, and a record that still contradicts them is left out, never handed out.
+  if (dialectOfDb(db) === 'postgres') {
+    const { facts, page } = await db.transaction().setIsolationLevel('repeatable read').execute(read);
+    if (audited && !page.audited) await recordAudit(db, ctx, at, [searchExecuted(facts, page.hits.map((hit) => hit.id))]);
+    return { total: facts.total, limit, offset, results: page.hits };
+  }
+  let found = await read(db);
+  for (let again = 1; again < SQLITE_READS && !found.page.hits.every(agreesWith(criteria)); again++) found = await read(db);
+  const results = found.page.hits.filter(agreesWith(criteria));
+  if (audited && !found.page.audited) await recordAudit(db, ctx, at, [searchExecuted(found.facts, results.map((hit) => hit.id))]);
+  return { total: found.facts.total, limit, offset, results };
+}
+
+/** How many times a SQLite search reads again when a write came between its two reads. */
+const SQLITE_READS = 3;
+
+/** Whether a hit carries every `with` tag and no `without` tag of the search. */
+function agreesWith(criteria: RecordCriteria): (hit: SearchHit) => boolean {
+  return (hit) => criteria.filters.every((filter) => hit.tags.includes(filter.tag) === (filter.op === 'with'));
 }
 
 export async function countMatching(db: Db, ctx: RequestContext, body: SearchBody, now: Date): Promise<{ total: number }> {
