@@ -35,4 +35,25 @@ describeEachStore('tags of one record changed by two transactions at once', (env
     const tags = await env.db.selectFrom('record_tags').select('tag').where('record_id', '=', recordId).orderBy('tag').execute();
     expect(tags.map((t) => t.tag)).toEqual(['x', 'y', 'z']);
   });
+
+  it('a record deleted while its tags were being changed keeps no tag rows: the change answers false', async () => {
+    const ws = await env.workspace();
+    const at = new Date().toISOString();
+    const [recordId] = await insertRecords(env.db, ws.workspaceId, [{ resourceType: 'Patient', extId: 'gone-p', name: 'Gone', tags: ['old'] }], at);
+    let deleted!: () => void;
+    const rowsDeleted = new Promise<void>((resolve) => (deleted = resolve));
+    // A delivery's FHIR DELETE: tags, then the record, in one transaction that commits after the
+    // tag step has begun (on PostgreSQL the step waits for the record's row; on SQLite for the lock).
+    const deletion = env.db.transaction().execute(async (tx) => {
+      await tx.deleteFrom('record_tags').where('record_id', '=', recordId).execute();
+      await tx.deleteFrom('records').where('id', '=', recordId).execute();
+      deleted();
+      await new Promise((resolve) => setTimeout(resolve, env.kind === 'postgres' ? 200 : 0));
+    });
+    await rowsDeleted;
+    const changed = env.db.transaction().execute((tx) => changeTags(tx, ws.workspaceId, recordId, ['new'], ['old'], at));
+    await deletion;
+    expect(await changed).toBe(false);
+    expect(await env.db.selectFrom('record_tags').select('tag').where('record_id', '=', recordId).execute()).toEqual([]);
+  });
 });

@@ -34,7 +34,8 @@ export const tagAutomation: AutomationHandler = {
     return {
       result: { outcome: 'ok', output },
       write: async (tx, at) => {
-        await changeTags(tx, step.run.workspaceId, subject.id, add, remove, at);
+        // A subject deleted since the run read it keeps no tags: nothing changed, nothing audited.
+        if (!(await changeTags(tx, step.run.workspaceId, subject.id, add, remove, at))) return;
         await adoptTagsFromSource(tx, step.run.workspaceId, subject, add.filter((tag) => !remove.includes(tag)));
         await recordEngineAudit(tx, step.run, at, tagsChangedAudit(who, { id: subject.id, target: 'subject' }, add, remove));
       },

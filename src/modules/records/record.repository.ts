@@ -73,6 +73,8 @@ export async function findRecord(db: DbOrTx, workspaceId: string, recordId: stri
 /**
  * Adds and removes tags of one record; idempotent (adding a tag twice keeps one).
  *
+ * Answers false, changing nothing, when the record is gone.
+ *
  * The record's row is written first: on PostgreSQL that locks it, so transactions changing one
  * record's tags take their locks in one order, the record then its tags (a delivery's do too:
  * deliveries/resource-locks.ts). Written last, two workers tagging one patient twice each (two
@@ -86,8 +88,12 @@ export async function changeTags(
   add: string[],
   remove: string[],
   at: string,
-): Promise<void> {
-  await db.updateTable('records').set({ updated_at: at }).where('id', '=', recordId).execute();
+): Promise<boolean> {
+  // A record deleted meanwhile (a FHIR DELETE of the Patient) keeps no tags: added after its
+  // deletion's transaction, a tag row outlived its record and left a position in the search
+  // bitmaps with no record behind it.
+  const touched = await db.updateTable('records').set({ updated_at: at }).where('id', '=', recordId).executeTakeFirst();
+  if (Number(touched.numUpdatedRows) === 0) return false;
   if (remove.length > 0) {
     await db.deleteFrom('record_tags').where('record_id', '=', recordId).where('tag', 'in', remove).execute();
   }
@@ -99,6 +105,7 @@ export async function changeTags(
       .onConflict((oc) => oc.columns(['record_id', 'tag']).doNothing())
       .execute();
   }
+  return true;
 }
 
 /**
