@@ -311,13 +311,13 @@ export class RunExecution {
     const finishedAt = this.nowIso();
     // The outcome is recorded even if the run was paused or canceled meanwhile: the call happened.
     // So is what it sent out, in the same transaction (engine-audit.ts).
-    const disclosure = sent && httpSentAudit(
-      { runId: this.run.id, nodeId: move.nodeId, automationId: move.automation.id, subjectRecordId: this.run.subject?.id ?? null },
-      sent,
-      result.outcome === 'ok',
-    );
     const recordOutcome = async (outcome: StepResult, limitState: boolean) => {
       const kept = withinOutputLimit(outcome, request, finishedAt);
+      const disclosure = sent && httpSentAudit(
+        { runId: this.run.id, nodeId: move.nodeId, automationId: move.automation.id, subjectRecordId: this.run.subject?.id ?? null },
+        sent,
+        kept.result.outcome === 'ok',
+      );
       await this.commit({
         state: finishStep(started, move.nodeId, move.automation.id, kept.result, finishedAt),
         at: finishedAt,

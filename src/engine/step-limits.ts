@@ -35,13 +35,14 @@ export function jsonWithin(value: unknown, limit: number): string | null {
   return text.length > limit ? null : text;
 }
 
-/** The message cut to MAX_ERROR_MESSAGE_CHARS, saying so. */
+/** The message cut to MAX_ERROR_MESSAGE_CHARS in all, saying so (cut again, it stays as it is). */
 export function cutMessage(message: string): string {
   if (message.length <= MAX_ERROR_MESSAGE_CHARS) return message;
-  const cut = message.slice(0, MAX_ERROR_MESSAGE_CHARS);
+  const said = `… (cut: ${message.length} characters)`;
+  const cut = message.slice(0, MAX_ERROR_MESSAGE_CHARS - said.length);
   // Not half a surrogate pair at the cut.
   const whole = /[\ud800-\udbff]$/.test(cut) ? cut.slice(0, -1) : cut;
-  return `${whole}… (cut: ${message.length} characters)`;
+  return `${whole}${said}`;
 }
 
 /** The run's progress would pass MAX_RUN_STATE_CHARS: the step that made it grow fails instead. */

@@ -252,9 +252,12 @@ describeEachStore('engine: automations', (env) => {
     await testWorker(env).drain();
     const run = await getRun(ws, runId);
     expect(run.automationStatus).toBe('errored');
-    expect(run.error!.message).toBe(`lab said: ${'z'.repeat(3_990)}… (cut: 300010 characters)`);
+    const said = '… (cut: 300010 characters)';
+    expect(run.error!.message).toBe(`lab said: ${'z'.repeat(4_000 - 10 - said.length)}${said}`);
+    expect(run.error!.message).toHaveLength(4_000);
     const [step] = await getSteps(ws, runId);
     expect(step.error).toBe(run.error!.message);
+    expect(step.output).toEqual({ message: run.error!.message });
   });
 
   it('fail: a message holding U+0000 or an unpaired surrogate ends the run errored, those characters shown as U+FFFD', async () => {

@@ -290,6 +290,8 @@ describe('validateBlueprint: links', () => {
     // After steps. comes an automation id, even when a digit follows its hyphen; elsewhere that is arithmetic.
     input.links[1].when = "steps.t-1.outcome = 'ok'";
     expectProblem(input, 'link 2 (risk → flag): when reads steps.t-1 as "steps.t - 1" (FHIRPath subtracts); write the name in backticks: steps.`t-1`');
+    input.links[1].when = "steps.check-2b.outcome = 'ok'";
+    expectProblem(input, 'link 2 (risk → flag): when reads steps.check-2b as "steps.check - 2b" (FHIRPath subtracts); write the name in backticks: steps.`check-2b`');
     input.links[1].when = "payload.count-1 > 4 and steps.`t-1`.outcome = 'ok' and payload.steps.x-1 > 0";
     expect(() => validateBlueprint(input)).not.toThrow();
   });

@@ -62,7 +62,8 @@ function problemOf(text: string, condition: boolean): string | undefined {
     // that serves everyone at most this long.
     ({ compiled, syntax } = runWithin(() => compileWithSyntax(text), PARSE_TIMEOUT_MS));
   } catch (error) {
-    if (error instanceof ExpressionSyntaxError) return `does not compile: ${error.detail}`;
+    // `steps.t-1b` does not even parse; the hint says more than the parser's "mismatched input".
+    if (error instanceof ExpressionSyntaxError) return hyphenHint(text) ?? `does not compile: ${error.detail}`;
     if (error instanceof TimeBoxExceeded) return `takes longer than ${PARSE_TIMEOUT_MS} ms to parse; shorten it`;
     throw error;
   }
@@ -75,10 +76,8 @@ function problemOf(text: string, condition: boolean): string | undefined {
     throw error;
   }
   if (pattern) return pattern;
-  const hyphenated = hyphenatedName(text);
-  if (hyphenated) {
-    return `reads ${hyphenated.written} as "${hyphenated.left} - ${hyphenated.right}" (FHIRPath subtracts); write the name in backticks: ${hyphenated.quoted}`;
-  }
+  const hint = hyphenHint(text);
+  if (hint) return hint;
   let result: unknown[];
   try {
     // An expression such as `(0|1|…|59).select((0|1|…|59).select(…))` builds millions of items
@@ -96,6 +95,12 @@ function problemOf(text: string, condition: boolean): string | undefined {
   }
   const notBoolean = condition ? notOneBoolean(result) : null;
   return notBoolean === null ? undefined : `can never hold: it ${notBoolean}`;
+}
+
+function hyphenHint(text: string): string | undefined {
+  const hyphenated = hyphenatedName(text);
+  if (!hyphenated) return undefined;
+  return `reads ${hyphenated.written} as "${hyphenated.left} - ${hyphenated.right}" (FHIRPath subtracts); write the name in backticks: ${hyphenated.quoted}`;
 }
 
 /** `steps.` and an automation id whose hyphen comes before a digit (`steps.t-1`, `steps.check-2b`). */
