@@ -125,6 +125,8 @@ export interface IdempotencyKeyTable {
   trigger_id: string;
   run_id: string;
   created_at: string;
+  /** What a keyed create made (a trigger, query or webhook endpoint id); null for fires and evaluations. */
+  made_id: string | null;
 }
 
 /** Search records: Patients and Practitioners from ingestion, a Pathway per run. */

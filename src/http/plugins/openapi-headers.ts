@@ -175,7 +175,7 @@ function documentOperation(operation: Operation): void {
       headers['RateLimit-Reset'] = ref('headers', 'RateLimitReset');
     }
     if (status === '429' || status === '503') headers['Retry-After'] = ref('headers', 'RetryAfter');
-    if ((['fireTrigger', 'evaluateTrigger'].includes(operation.operationId ?? '') && status === '200') || (delivery && status === '202')) {
+    if ((['fireTrigger', 'evaluateTrigger', 'createTrigger', 'createQuery', 'createWebhook'].includes(operation.operationId ?? '') && status === '200') || (delivery && status === '202')) {
       headers['Idempotent-Replayed'] = ref('headers', 'IdempotentReplayed');
     }
     if (operation.operationId === 'listWebhooks' && status === '200') headers.Link = ref('headers', 'Link');

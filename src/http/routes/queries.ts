@@ -6,6 +6,7 @@ import { CreateQueryBody, ListQueriesQuery, QueryView, UpdateQueryBody } from '.
 import { findQuery, listQueries, toQueryView } from '../../modules/queries/query.repository.js';
 import { changeQuery, createQuery, deleteQuery } from '../../modules/queries/query.service.js';
 import { notFound } from '../../lib/errors.js';
+import { answerCreate, CREATE_KEY_DESCRIPTION, IdempotencyKeyHeaders } from '../idempotency-header.js';
 
 const QueryParams = IdParams('queryId');
 
@@ -17,9 +18,28 @@ export function registerQueryRoutes(api: Api, container: Container): void {
     '/v1/queries',
     {
       config: { scope: 'queries:write' },
-      schema: { tags, operationId: 'createQuery', summary: 'Save a query', body: CreateQueryBody, response: { 201: QueryView, ...commonErrors } },
+      schema: {
+        tags,
+        operationId: 'createQuery',
+        summary: 'Save a query',
+        description: CREATE_KEY_DESCRIPTION,
+        body: CreateQueryBody,
+        headers: IdempotencyKeyHeaders,
+        response: { 200: QueryView, 201: QueryView, ...commonErrors, 409: ErrorBody },
+      },
     },
-    async (request, reply) => reply.code(201).send(await createQuery(container.db, request.ctx, request.body, now())),
+    async (request, reply) =>
+      answerCreate(
+        request,
+        reply,
+        'query',
+        (createKey) => createQuery(container.db, request.ctx, request.body, now(), createKey),
+        async (queryId) => {
+          const row = await findQuery(container.db, request.ctx.workspaceId, queryId);
+          if (!row) throw notFound('query');
+          return toQueryView(row);
+        },
+      ),
   );
 
   api.get(

@@ -16,7 +16,7 @@ import { triggerRunStatus } from '../../modules/runs/run.repository.js';
 import { toCreatedRun } from '../../modules/runs/run.view.js';
 import { notFound } from '../../lib/errors.js';
 import { RUN_STATUSES } from '../../engine/run-status.js';
-import { idempotencyKeyHeader } from '../idempotency-header.js';
+import { answerCreate, CREATE_KEY_DESCRIPTION, IdempotencyKeyHeaders, idempotencyKeyHeader } from '../idempotency-header.js';
 
 const TriggerParams = IdParams('triggerId');
 
@@ -44,9 +44,28 @@ export function registerTriggerRoutes(api: Api, container: Container): void {
     '/v1/triggers',
     {
       config: { scope: 'triggers:write' },
-      schema: { tags, operationId: 'createTrigger', summary: 'Create a trigger', body: CreateTriggerBody, response: { 201: TriggerView, ...commonErrors } },
+      schema: {
+        tags,
+        operationId: 'createTrigger',
+        summary: 'Create a trigger',
+        description: CREATE_KEY_DESCRIPTION,
+        body: CreateTriggerBody,
+        headers: IdempotencyKeyHeaders,
+        response: { 200: TriggerView, 201: TriggerView, ...commonErrors, 409: ErrorBody },
+      },
     },
-    async (request, reply) => reply.code(201).send(await createTrigger(container.db, request.ctx, request.body, now())),
+    async (request, reply) =>
+      answerCreate(
+        request,
+        reply,
+        'trigger',
+        (createKey) => createTrigger(container.db, request.ctx, request.body, now(), createKey),
+        async (triggerId) => {
+          const row = await findTrigger(container.db, request.ctx.workspaceId, triggerId);
+          if (!row) throw notFound('trigger');
+          return toTriggerView(row);
+        },
+      ),
   );
 
   api.get(
@@ -113,7 +132,7 @@ export function registerTriggerRoutes(api: Api, container: Container): void {
         params: TriggerParams,
         body: FireBody,
         [BODY_OPTIONAL]: true,
-        headers: Type.Object({ 'idempotency-key': Type.Optional(Type.String()) }),
+        headers: IdempotencyKeyHeaders,
         response: { 200: CreatedRun, 201: CreatedRun, ...commonErrors, 409: ErrorBody },
       },
       // No body at all is a fire without payload.

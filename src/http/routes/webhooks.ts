@@ -1,7 +1,8 @@
 import { Type } from '@sinclair/typebox';
 import type { Api } from '../types.js';
 import type { Container } from '../../container.js';
-import { CursorParam, IdParams, commonErrors } from '../schemas/common.js';
+import { CursorParam, ErrorBody, IdParams, commonErrors } from '../schemas/common.js';
+import { answerCreate, CREATE_KEY_DESCRIPTION, IdempotencyKeyHeaders } from '../idempotency-header.js';
 import {
   CreateWebhookBody,
   CreatedWebhook,
@@ -44,12 +45,26 @@ export function registerWebhookRoutes(api: Api, container: Container): void {
         summary: 'Create a webhook endpoint; its secret is shown only in this answer',
         description:
           '`auth` is `signature` (default: deliveries carry `X-Service-Signature`) or `bearer` (the secret is sent as ' +
-          '`Authorization: Bearer <secret>`, for systems that cannot sign). It cannot be changed later.',
+          '`Authorization: Bearer <secret>`, for systems that cannot sign). It cannot be changed later. ' +
+          CREATE_KEY_DESCRIPTION +
+          ' A replay holds no `secret`: it is shown once, in the first answer (lost with it, rotate it: `carepath admin webhook rotate-secret`).',
         body: CreateWebhookBody,
-        response: { 201: CreatedWebhook, ...commonErrors },
+        headers: IdempotencyKeyHeaders,
+        response: { 200: WebhookView, 201: CreatedWebhook, ...commonErrors, 409: ErrorBody },
       },
     },
-    async (request, reply) => reply.code(201).send(await createWebhook(deps, request.ctx, request.body, now())),
+    async (request, reply) =>
+      answerCreate(
+        request,
+        reply,
+        'webhook',
+        (createKey) => createWebhook(deps, request.ctx, request.body, now(), createKey),
+        async (webhookId) => {
+          const row = await findWebhook(container.db, request.ctx.workspaceId, webhookId);
+          if (!row) throw notFound('webhook endpoint');
+          return toWebhookView(row, publicUrl);
+        },
+      ),
   );
 
   api.get(

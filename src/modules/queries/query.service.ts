@@ -2,6 +2,7 @@
  * Saved queries: the rules beyond the schemas. A query that a live, active trigger still runs
  * cannot be deleted (409 `query_in_use`); deactivate or delete the trigger first.
  */
+import { claimCreateKey, type CreateKey } from '../idempotency/create-keys.js';
 import type { Db } from '../../storage/database.js';
 import type { RequestContext } from '../../auth/context.js';
 import { ApiError, notFound } from '../../lib/errors.js';
@@ -12,7 +13,7 @@ import { setupCreated, setupDeleted, setupUpdated } from '../audit/setup-audit.j
 import type { CreateQueryBody, QueryView, UpdateQueryBody } from './query.schemas.js';
 import { deleteQueryRow, findQuery, insertQuery, lockQuery, toQueryView, updateQuery, type QueryRow } from './query.repository.js';
 
-export async function createQuery(db: Db, ctx: RequestContext, body: CreateQueryBody, now: Date): Promise<QueryView> {
+export async function createQuery(db: Db, ctx: RequestContext, body: CreateQueryBody, now: Date, createKey?: CreateKey): Promise<QueryView> {
   const at = now.toISOString();
   const row: QueryRow = {
     id: uuidv7(now.getTime()),
@@ -25,6 +26,7 @@ export async function createQuery(db: Db, ctx: RequestContext, body: CreateQuery
   };
   const view = toQueryView(row);
   await db.transaction().execute(async (tx) => {
+    await claimCreateKey(tx, ctx.workspaceId, createKey, row.id, at);
     await insertQuery(tx, row);
     await recordAudit(tx, ctx, at, [setupCreated('query', row.id, view)]);
   });

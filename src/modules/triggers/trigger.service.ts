@@ -3,6 +3,7 @@
  * fixed at creation; each type takes its own fields and refuses the others' (DESIGN §2), and
  * every id it points at must live in the caller's workspace.
  */
+import { claimCreateKey, type CreateKey } from '../idempotency/create-keys.js';
 import type { Db, DbOrTx } from '../../storage/database.js';
 import { withinTransaction } from '../../storage/transaction.js';
 import type { RequestContext } from '../../auth/context.js';
@@ -101,7 +102,7 @@ export function nextRunOf(schedule: StoredSchedule | null, now: Date, active = t
   return nextRunAfter(schedule, new Date(schedule.anchor), now)?.toISOString() ?? null;
 }
 
-export async function createTrigger(db: Db, ctx: RequestContext, body: CreateTriggerBody, now: Date): Promise<TriggerView> {
+export async function createTrigger(db: Db, ctx: RequestContext, body: CreateTriggerBody, now: Date, createKey?: CreateKey): Promise<TriggerView> {
   refuseForeignFields(body.type, body);
   await requireBlueprint(db, ctx.workspaceId, body.sourceId);
   if (body.type === 'search' && !body.queryId) throw invalidRequest('body.queryId is required for a search trigger');
@@ -132,6 +133,7 @@ export async function createTrigger(db: Db, ctx: RequestContext, body: CreateTri
   };
   const view = toTriggerView(row);
   await withinTransaction(db, async (tx) => {
+    await claimCreateKey(tx, ctx.workspaceId, createKey, row.id, at);
     if (row.query_id) await requireQuery(tx, ctx.workspaceId, row.query_id);
     await insertTrigger(tx, row);
     await recordAudit(tx, ctx, at, [setupCreated('trigger', row.id, view)]);

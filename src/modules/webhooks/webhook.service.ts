@@ -4,6 +4,7 @@
  * sending system is configured for one or the other. Deleting is soft (deliveries to the URL are
  * refused from then on) and ends every secret at once.
  */
+import { claimCreateKey, type CreateKey } from '../idempotency/create-keys.js';
 import type { Db } from '../../storage/database.js';
 import type { RequestContext } from '../../auth/context.js';
 import type { SecretBox } from '../../lib/secret-box.js';
@@ -27,6 +28,7 @@ export async function createWebhook(
   ctx: RequestContext,
   body: CreateWebhookBody,
   now: Date,
+  createKey?: CreateKey,
 ): Promise<CreatedWebhook> {
   const at = now.toISOString();
   const auth = body.auth ?? 'signature';
@@ -43,6 +45,7 @@ export async function createWebhook(
   const secret = generateWebhookSecret();
   const view = toWebhookView(row, deps.publicUrl);
   await deps.db.transaction().execute(async (tx) => {
+    await claimCreateKey(tx, ctx.workspaceId, createKey, row.id, at);
     await insertWebhook(tx, row);
     await insertSecret(tx, newSecretRow(deps.box, row.id, auth, secret, now));
     // The view, not the answer: the secret is shown once, to the caller, and stored hashed or sealed only.

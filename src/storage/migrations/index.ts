@@ -18,6 +18,7 @@ import * as m0012 from './0012_runs_by_workspace_trigger.js';
 import * as m0013 from './0013_resource_state_content_hash.js';
 import * as m0014 from './0014_delivery_progress.js';
 import * as m0015 from './0015_deliveries_lease_holder.js';
+import * as m0016 from './0016_idempotent_creates.js';
 
 export const migrations: Record<string, Migration> = {
   '0001_core': m0001,
@@ -35,4 +36,5 @@ export const migrations: Record<string, Migration> = {
   '0013_resource_state_content_hash': m0013,
   '0014_delivery_progress': m0014,
   '0015_deliveries_lease_holder': m0015,
+  '0016_idempotent_creates': m0016,
 };
