@@ -13,6 +13,12 @@ const QueryParams = IdParams('queryId');
 export function registerQueryRoutes(api: Api, container: Container): void {
   const now = () => container.clock.now();
   const tags = ['Queries'];
+  /** The query as it is now (a GET, and the replay of a keyed create); 404 when it is gone. */
+  const currentQuery = async (workspaceId: string, queryId: string) => {
+    const row = await findQuery(container.db, workspaceId, queryId);
+    if (!row) throw notFound('query');
+    return toQueryView(row);
+  };
 
   api.post(
     '/v1/queries',
@@ -34,11 +40,7 @@ export function registerQueryRoutes(api: Api, container: Container): void {
         reply,
         'query',
         (createKey) => createQuery(container.db, request.ctx, request.body, now(), createKey),
-        async (queryId) => {
-          const row = await findQuery(container.db, request.ctx.workspaceId, queryId);
-          if (!row) throw notFound('query');
-          return toQueryView(row);
-        },
+        (queryId) => currentQuery(request.ctx.workspaceId, queryId),
       ),
   );
 
@@ -63,11 +65,7 @@ export function registerQueryRoutes(api: Api, container: Container): void {
       config: { scope: 'queries:read' },
       schema: { tags, operationId: 'getQuery', summary: 'Get a saved query', params: QueryParams, response: { 200: QueryView, ...commonErrors } },
     },
-    async (request) => {
-      const row = await findQuery(container.db, request.ctx.workspaceId, request.params.queryId);
-      if (!row) throw notFound('query');
-      return toQueryView(row);
-    },
+    async (request) => currentQuery(request.ctx.workspaceId, request.params.queryId),
   );
 
   api.patch(

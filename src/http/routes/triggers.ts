@@ -39,6 +39,12 @@ const TriggerStatus = Type.Object({
 export function registerTriggerRoutes(api: Api, container: Container): void {
   const now = () => container.clock.now();
   const tags = ['Triggers'];
+  /** The trigger as it is now (a GET, and the replay of a keyed create); 404 when it is gone. */
+  const currentTrigger = async (workspaceId: string, triggerId: string) => {
+    const row = await findTrigger(container.db, workspaceId, triggerId);
+    if (!row) throw notFound('trigger');
+    return toTriggerView(row);
+  };
 
   api.post(
     '/v1/triggers',
@@ -60,11 +66,7 @@ export function registerTriggerRoutes(api: Api, container: Container): void {
         reply,
         'trigger',
         (createKey) => createTrigger(container.db, request.ctx, request.body, now(), createKey),
-        async (triggerId) => {
-          const row = await findTrigger(container.db, request.ctx.workspaceId, triggerId);
-          if (!row) throw notFound('trigger');
-          return toTriggerView(row);
-        },
+        (triggerId) => currentTrigger(request.ctx.workspaceId, triggerId),
       ),
   );
 
@@ -83,11 +85,7 @@ export function registerTriggerRoutes(api: Api, container: Container): void {
       config: { scope: 'triggers:read' },
       schema: { tags, operationId: 'getTrigger', summary: 'Get a trigger', params: TriggerParams, response: { 200: TriggerView, ...commonErrors } },
     },
-    async (request) => {
-      const row = await findTrigger(container.db, request.ctx.workspaceId, request.params.triggerId);
-      if (!row) throw notFound('trigger');
-      return toTriggerView(row);
-    },
+    async (request) => currentTrigger(request.ctx.workspaceId, request.params.triggerId),
   );
 
   api.patch(

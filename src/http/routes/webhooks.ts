@@ -34,6 +34,12 @@ export function registerWebhookRoutes(api: Api, container: Container): void {
   const { publicUrl } = container.config;
   const deps = { db: container.db, box: createSecretBox(container.config.secretKey), publicUrl };
   const tags = ['Webhook endpoints'];
+  /** The webhook endpoint as it is now (a GET, and the replay of a keyed create); 404 when it is gone. */
+  const currentWebhook = async (workspaceId: string, webhookId: string) => {
+    const row = await findWebhook(container.db, workspaceId, webhookId);
+    if (!row) throw notFound('webhook endpoint');
+    return toWebhookView(row, publicUrl);
+  };
 
   api.post(
     '/v1/webhooks',
@@ -59,11 +65,7 @@ export function registerWebhookRoutes(api: Api, container: Container): void {
         reply,
         'webhook',
         (createKey) => createWebhook(deps, request.ctx, request.body, now(), createKey),
-        async (webhookId) => {
-          const row = await findWebhook(container.db, request.ctx.workspaceId, webhookId);
-          if (!row) throw notFound('webhook endpoint');
-          return toWebhookView(row, publicUrl);
-        },
+        (webhookId) => currentWebhook(request.ctx.workspaceId, webhookId),
       ),
   );
 
@@ -98,11 +100,7 @@ export function registerWebhookRoutes(api: Api, container: Container): void {
       config: { scope: 'webhooks:read' },
       schema: { tags, operationId: 'getWebhook', summary: 'Get a webhook endpoint (no secret)', params: WebhookParams, response: { 200: WebhookView, ...commonErrors } },
     },
-    async (request) => {
-      const row = await findWebhook(container.db, request.ctx.workspaceId, request.params.webhookId);
-      if (!row) throw notFound('webhook endpoint');
-      return toWebhookView(row, publicUrl);
-    },
+    async (request) => currentWebhook(request.ctx.workspaceId, request.params.webhookId),
   );
 
   api.patch(
