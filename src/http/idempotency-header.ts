@@ -1,7 +1,8 @@
 import { Type } from '@sinclair/typebox';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { invalidRequest } from '../lib/errors.js';
-import { createKeyOf, CreateReplayed, type CreatedKind, type CreateKey } from '../modules/idempotency/create-keys.js';
+import { createKeyOf, CreateReplayed, earlierCreate, type CreatedKind, type CreateKey } from '../modules/idempotency/create-keys.js';
+import type { DbOrTx } from '../storage/database.js';
 
 /**
  * The request's `Idempotency-Key` header. Node joins a header sent twice into one value
@@ -36,16 +37,25 @@ export const CREATE_KEY_DESCRIPTION =
 export async function answerCreate<Made, Current>(
   request: FastifyRequest,
   reply: FastifyReply,
+  db: DbOrTx,
   kind: CreatedKind,
   create: (createKey: CreateKey | undefined) => Promise<Made>,
   current: (madeId: string) => Promise<Current>,
 ): Promise<FastifyReply> {
   const createKey = createKeyOf(kind, idempotencyKeyHeader(request), request.body);
+  const replay = async (madeId: string) => {
+    // What it made first: a 404 if it was deleted since, which is no replay.
+    const answer = await current(madeId);
+    return reply.header('Idempotent-Replayed', 'true').code(200).send(answer);
+  };
+  // A retry is answered before the create's own checks, which a retry may no longer pass (a
+  // key's condition-check budget spent, say): the same request made something already.
+  const earlier = await earlierCreate(db, request.ctx.workspaceId, createKey);
+  if (earlier) return replay(earlier);
   try {
     return reply.code(201).send(await create(createKey));
   } catch (error) {
     if (!(error instanceof CreateReplayed)) throw error;
-    reply.header('Idempotent-Replayed', 'true');
-    return reply.code(200).send(await current(error.madeId));
+    return replay(error.madeId);
   }
 }

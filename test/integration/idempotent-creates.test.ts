@@ -36,6 +36,7 @@ describeEachStore('idempotent creates', (env) => {
     const gone = await ws.call('POST', '/v1/triggers', { body, headers: keyed('provision-1') });
     expect(gone.statusCode).toBe(404);
     expect(gone.json()).toMatchObject({ code: 'not_found', requestId: expect.any(String) });
+    expect(gone.headers['idempotent-replayed']).toBeUndefined();
     expect(await countOf('triggers', ws.workspaceId)).toBe(1);
   });
 

@@ -343,6 +343,16 @@ describeEachStore(
       expect((await evaluate('cohort-2024-09-03')).json()).toMatchObject({ started: 3 });
       expect((await evaluate()).json()).toMatchObject({ started: 3 });
       expect(await runsOf(ws, `triggerId=${trigger.triggerId}`)).toHaveLength(9);
+      // Retried after the trigger was switched off, then deleted: still what it started, not a refusal.
+      await ws.call('PATCH', `/v1/triggers/${trigger.triggerId}`, { body: { active: false } });
+      const inactive = await evaluate('cohort-2024-09-02');
+      expect([inactive.statusCode, inactive.headers['idempotent-replayed']]).toEqual([200, 'true']);
+      expect(inactive.json()).toEqual({ started: 3, skipped: 0, idempotencyKey: 'cohort-2024-09-02' });
+      expect((await evaluate('cohort-2024-09-04')).statusCode).toBe(409);
+      await ws.call('DELETE', `/v1/triggers/${trigger.triggerId}`);
+      const deleted = await evaluate('cohort-2024-09-02');
+      expect([deleted.statusCode, deleted.json().started]).toEqual([200, 3]);
+      expect((await evaluate('cohort-2024-09-05')).statusCode).toBe(404);
       // The key's rules are the fire's.
       const bad = await evaluate('é'.repeat(3));
       expect(bad.statusCode).toBe(400);

@@ -38,6 +38,7 @@ export function registerQueryRoutes(api: Api, container: Container): void {
       answerCreate(
         request,
         reply,
+        container.db,
         'query',
         (createKey) => createQuery(container.db, request.ctx, request.body, now(), createKey),
         (queryId) => currentQuery(request.ctx.workspaceId, queryId),

@@ -64,6 +64,7 @@ export function registerTriggerRoutes(api: Api, container: Container): void {
       answerCreate(
         request,
         reply,
+        container.db,
         'trigger',
         (createKey) => createTrigger(container.db, request.ctx, request.body, now(), createKey),
         (triggerId) => currentTrigger(request.ctx.workspaceId, triggerId),

@@ -63,6 +63,7 @@ export function registerWebhookRoutes(api: Api, container: Container): void {
       answerCreate(
         request,
         reply,
+        container.db,
         'webhook',
         (createKey) => createWebhook(deps, request.ctx, request.body, now(), createKey),
         (webhookId) => currentWebhook(request.ctx.workspaceId, webhookId),

@@ -36,6 +36,24 @@ export class CreateReplayed extends Error {
 }
 
 /**
+ * What the same request made before (its key's claim, with this request's fingerprint), read
+ * before the create's checks; 409 when the key names another request; undefined when the key is
+ * new (or none was sent). The claim in the create's transaction settles the race with a
+ * concurrent retry.
+ */
+export async function earlierCreate(db: DbOrTx, workspaceId: string, createKey: CreateKey | undefined): Promise<string | undefined> {
+  if (!createKey) return undefined;
+  const claim = await claimOf(db, workspaceId, createKey.key);
+  if (!claim) return undefined;
+  if (claim.fingerprint !== createKey.fingerprint || !claim.made_id) throw keyHeldByAnotherRequest();
+  return claim.made_id;
+}
+
+function claimOf(db: DbOrTx, workspaceId: string, key: string) {
+  return db.selectFrom('idempotency_keys').select(['fingerprint', 'made_id']).where('workspace_id', '=', workspaceId).where('key', '=', key).executeTakeFirst();
+}
+
+/**
  * Claims the key for what this create makes (`madeId`), inside the create's transaction and
  * before its rows. Throws CreateReplayed (the transaction is rolled back, nothing is made) when
  * the same request made something before, and 409 when the key names another request.
@@ -48,12 +66,7 @@ export async function claimCreateKey(tx: DbOrTx, workspaceId: string, createKey:
     .onConflict((conflict) => conflict.columns(['workspace_id', 'key']).doNothing())
     .executeTakeFirst();
   if (Number(inserted.numInsertedOrUpdatedRows ?? 0) > 0) return;
-  const claim = await tx
-    .selectFrom('idempotency_keys')
-    .select(['fingerprint', 'made_id'])
-    .where('workspace_id', '=', workspaceId)
-    .where('key', '=', createKey.key)
-    .executeTakeFirst();
+  const claim = await claimOf(tx, workspaceId, createKey.key);
   if (claim?.fingerprint !== createKey.fingerprint || !claim.made_id) throw keyHeldByAnotherRequest();
   throw new CreateReplayed(claim.made_id);
 }

@@ -42,6 +42,16 @@ export async function evaluateSearchTrigger(
   callerKey?: string,
   planLeaseMs: number = DEFAULT_PLAN_LEASE_MS,
 ): Promise<EvaluationResult> {
+  // The retry of an evaluation that ran before the trigger was deactivated or deleted answers
+  // what it started, as a fire's retry does: a client whose first answer was lost must not be
+  // told nothing ran (an idempotency review). Only a key this very trigger's evaluation claimed.
+  if (callerKey !== undefined) {
+    const claim = await findClaim(deps.db, ctx.workspaceId, callerKey);
+    if (claim?.fingerprint === evaluationFingerprint(triggerId)) {
+      const earlier = await runsWithKey(deps.db, ctx.workspaceId, triggerId, callerKey);
+      return { started: earlier, skipped: 0, idempotencyKey: callerKey, replayed: true };
+    }
+  }
   const trigger = await loadTriggerForEvaluation(deps.db, triggerId, ctx.workspaceId);
   if (!trigger) throw notFound('trigger');
   if (trigger.type !== 'search') {
