@@ -49,10 +49,10 @@ describeEachStore('engine: automations', (env) => {
       ['record', subjectId, `run:${runId}`, 'carepath', ws.tenantId, { target: 'subject', runId, nodeId: 'mark', automationId: 'due', add: ['review-due'], remove: ['review-done'] }],
       ['record', runId, `run:${runId}`, 'carepath', ws.tenantId, { target: 'pathway', runId, nodeId: 'mark', automationId: 'path', add: ['needs-call'], remove: [] }],
     ]);
-    // A run without a subject: run.create says nothing of one.
+    // A run without a subject: run.create says so (null), as the other run events do.
     const bare = await fire(ws, (await webTriggerFor(ws, chain('No subject', [{ id: 'x', automations: [{ id: 's', type: 'set', with: { vars: { a: '1' } } }] }]))).triggerId);
     const bareCreated = await env.db.selectFrom('audit_events').select('details').where('resource_id', '=', bare).where('action', '=', 'run.create').executeTakeFirstOrThrow();
-    expect(JSON.parse(bareCreated.details)).not.toHaveProperty('subjectRecordId');
+    expect(JSON.parse(bareCreated.details)).toMatchObject({ subjectRecordId: null });
   });
 
   it('tag: changes the subject record and the run\'s Pathway record, and search sees both', async () => {

@@ -304,6 +304,24 @@ describeEachStore('engine: http automation', (env) => {
     expect(listed.json().data.map((e: { resourceId: string }) => e.resourceId).sort()).toEqual([okRun, busyRun].sort());
   });
 
+  it('a header value filled with a line break or a character beyond U+00FF errors the run, naming the header and the rule; nothing is sent', async () => {
+    const ws = await env.workspace();
+    const { triggerId } = await webTriggerFor(ws, chain('Header from data', [httpStep('h', { method: 'POST', url: ledger.url('/header-data'), headers: { 'X-Note': 'note: {{payload.note}}' }, body: {} })]));
+    const before = ledger.requests.length;
+    const broken = await fire(ws, triggerId, { note: 'a\r\nX-Injected: 1' });
+    const euro = await fire(ws, triggerId, { note: '12 €' });
+    await testWorker(env).drain();
+    for (const runId of [broken, euro]) {
+      const run = await getRun(ws, runId);
+      expect(run.automationStatus).toBe('errored');
+      expect(run.error).toEqual({
+        nodeId: 'call',
+        message: 'http: once its placeholders are filled, with.headers.X-Note holds a character a header cannot carry (a line break, a control character, or one beyond U+00FF)',
+      });
+    }
+    expect(ledger.requests.length).toBe(before);
+  });
+
   it('resolves names before checking them: localhost is refused unless allowed', async () => {
     const ws = await env.workspace();
     const { triggerId } = await webTriggerFor(ws, chain('Localhost', [httpStep('lh', { method: 'GET', url: `http://localhost:${ledger.port}/x` })]));

@@ -39,9 +39,10 @@ export const httpAutomation: AutomationHandler = {
     const headers = Object.fromEntries(Object.entries(plain).map(([name, value]) => [name, renderText(step.expressions, step.context, value)]));
     const settings = { ...render(step.expressions, step.context, rest), headers };
     const urlText = urlOf(step);
-    // A method or timeout filled from data must still be one import would take, and the URL as
-    // it will be sent an http one.
-    requireValidFilled('http', { ...settings, url: urlText, headers: undefined });
+    // A method or timeout filled from data must still be one import would take, the URL as it
+    // will be sent an http one, and a header value one a header can carry (a line break filled
+    // in was Node's bare "Invalid character in header content").
+    requireValidFilled('http', { ...settings, url: urlText });
     const url = parseUrl(urlText);
     const body = settings.body === undefined || settings.method === 'GET' ? null : JSON.stringify(settings.body);
     // Made at the first try that can read the secrets: a database that does not answer is
