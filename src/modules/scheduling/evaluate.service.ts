@@ -118,13 +118,16 @@ async function claimKey(tx: DbOrTx, workspaceId: string, triggerId: string, key:
  * is removed only after the run is made, so the two are counted as one set of ids.
  */
 async function runsWithKey(tx: DbOrTx, workspaceId: string, triggerId: string, key: string): Promise<number> {
-  const made = await tx
+  // One statement, so one snapshot: a planned run becomes a run in two commits (the run, then the
+  // planned row's deletion), and two reads could fall between them and miss it (a retry counted
+  // 0 of 4 while the first call was still making its runs).
+  const ids = await tx
     .selectFrom('runs')
     .select('id')
     .where('workspace_id', '=', workspaceId)
     .where('idempotency_key', '=', key)
     .where('trigger_id', '=', triggerId)
+    .union(tx.selectFrom('planned_runs').select('id').where('trigger_id', '=', triggerId).where('idempotency_key', '=', key))
     .execute();
-  const planned = await tx.selectFrom('planned_runs').select('id').where('trigger_id', '=', triggerId).where('idempotency_key', '=', key).execute();
-  return new Set([...made, ...planned].map((row) => row.id)).size;
+  return ids.length;
 }
