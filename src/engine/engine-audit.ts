@@ -10,12 +10,13 @@
  */
 import { systemContext } from '../auth/context.js';
 import { recordAudit, type AuditInput } from '../modules/audit/audit.repository.js';
+import { findWorkspace } from '../modules/tenancy/tenancy.repository.js';
 import type { DbOrTx } from '../storage/database.js';
 import type { RunInHand } from './run-context.js';
 
 export async function recordEngineAudit(tx: DbOrTx, run: Pick<RunInHand, 'id' | 'workspaceId'>, at: string, input: AuditInput): Promise<void> {
   // The tenant is the workspace's: one primary-key read, only for the steps audited here.
-  const workspace = await tx.selectFrom('workspaces').select('tenant_id').where('id', '=', run.workspaceId).executeTakeFirst();
+  const workspace = await findWorkspace(tx, run.workspaceId);
   if (!workspace) return;
   await recordAudit(tx, systemContext(workspace.tenant_id, run.workspaceId, `run:${run.id}`), at, [input]);
 }

@@ -331,7 +331,7 @@ export class RunExecution {
       await recordOutcome(result, true);
     } catch (error) {
       if (!(error instanceof RunStateTooLarge)) throw error;
-      await recordOutcome(failureOutcome(new StepFailure(stepProblem(request, RUN_STATE_TOO_LARGE)), request).result, false);
+      await recordOutcome(engineRefused(request, RUN_STATE_TOO_LARGE), false);
     }
     return 'continue';
   }
@@ -356,7 +356,7 @@ export class RunExecution {
     step: StepInHand,
     limitState = true,
   ): Promise<Turn> {
-    const { result, finish } = withinOutputLimit(decided.result, { nodeId: move.nodeId, automation: move.automation }, at);
+    const { result, finish } = withinOutputLimit(decided.result, move, at);
     // A step whose output is too large fails whole: its effect (tags) is not applied either.
     const outcome: LocalOutcome = result === decided.result ? decided : { result };
     const finished = { nodeId: move.nodeId, automationId: move.automation.id, result: outcome.result, at };
@@ -369,8 +369,7 @@ export class RunExecution {
     } catch (error) {
       if (!(error instanceof RunStateTooLarge) || !limitState) throw error;
       // Nothing was written: the step is recorded failed instead, without its output or effect.
-      const failed = failureOutcome(new StepFailure(stepProblem({ automation: move.automation }, RUN_STATE_TOO_LARGE)), { nodeId: move.nodeId, automation: move.automation });
-      return this.commitLocal(state, move, failed, at, step, false);
+      return this.commitLocal(state, move, { result: engineRefused(move, RUN_STATE_TOO_LARGE) }, at, step, false);
     }
     if (outcome.subjectAfter) this.run.subject = outcome.subjectAfter;
     return ends ? 'done' : 'continue';
@@ -472,8 +471,13 @@ function stepProblem(request: Pick<StepRequest, 'automation'>, detail: string): 
 function withinOutputLimit(result: StepResult, request: Pick<StepRequest, 'nodeId' | 'automation'>, at: string): { result: StepResult; finish: StepFinish } {
   const output = result.output === undefined ? 'null' : jsonWithin(result.output, MAX_STEP_OUTPUT_CHARS);
   if (output !== null) return { result, finish: stepFinish(result, output, at) };
-  const failed = failureOutcome(new StepFailure(stepProblem(request, STEP_OUTPUT_TOO_LARGE)), request).result;
+  const failed = engineRefused(request, STEP_OUTPUT_TOO_LARGE);
   return { result: failed, finish: stepFinish(failed, 'null', at) };
+}
+
+/** The step failed because the engine will not keep what it made (step-limits.ts): the run errors at its node. */
+function engineRefused(request: Pick<StepRequest, 'nodeId' | 'automation'>, why: string): StepResult {
+  return failureOutcome(new StepFailure(stepProblem(request, why)), request).result;
 }
 
 function stepFinish(result: StepResult, output: string, at: string): StepFinish {

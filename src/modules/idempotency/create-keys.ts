@@ -44,13 +44,17 @@ export class CreateReplayed extends Error {
 export async function earlierCreate(db: DbOrTx, workspaceId: string, createKey: CreateKey | undefined): Promise<string | undefined> {
   if (!createKey) return undefined;
   const claim = await claimOf(db, workspaceId, createKey.key);
-  if (!claim) return undefined;
-  if (claim.fingerprint !== createKey.fingerprint || !claim.made_id) throw keyHeldByAnotherRequest();
-  return claim.made_id;
+  return claim ? madeBySameRequest(claim, createKey) : undefined;
 }
 
 function claimOf(db: DbOrTx, workspaceId: string, key: string) {
   return db.selectFrom('idempotency_keys').select(['fingerprint', 'made_id']).where('workspace_id', '=', workspaceId).where('key', '=', key).executeTakeFirst();
+}
+
+/** What the claim's request made, when it was this very request (same kind and body); else 409. */
+function madeBySameRequest(claim: { fingerprint: string; made_id: string | null } | undefined, createKey: CreateKey): string {
+  if (claim?.fingerprint !== createKey.fingerprint || !claim.made_id) throw keyHeldByAnotherRequest();
+  return claim.made_id;
 }
 
 /**
@@ -66,7 +70,5 @@ export async function claimCreateKey(tx: DbOrTx, workspaceId: string, createKey:
     .onConflict((conflict) => conflict.columns(['workspace_id', 'key']).doNothing())
     .executeTakeFirst();
   if (Number(inserted.numInsertedOrUpdatedRows ?? 0) > 0) return;
-  const claim = await claimOf(tx, workspaceId, createKey.key);
-  if (claim?.fingerprint !== createKey.fingerprint || !claim.made_id) throw keyHeldByAnotherRequest();
-  throw new CreateReplayed(claim.made_id);
+  throw new CreateReplayed(madeBySameRequest(await claimOf(tx, workspaceId, createKey.key), createKey));
 }
