@@ -181,10 +181,13 @@ function addBundle(out: Parsing, bundle: JsonObject, depth: number): void {
  * Entries a Bundle carries that are not data about patients, or null: a searchset's outcome (an
  * OperationOutcome about the search itself) and an operation call in a transaction (`POST
  * ValueSet/$lookup` with its Parameters). Applied, they raised `OperationOutcome.created` and
- * `Parameters.created` (a feed review); they are listed as skipped instead.
+ * `Parameters.created` (a feed review); they are listed as skipped instead. So is a PATCH.
  */
 function notDataEntry(entry: JsonObject): string | null {
   if (isObject(entry.search) && entry.search.mode === 'outcome') return 'search outcome entry (about the search, not data): not applied';
+  // A PATCH entry carries the patch (a Parameters or a Binary), not the resource: applied, it
+  // raised `Parameters.created`, and the patched resource was never seen.
+  if (isObject(entry.request) && entry.request.method === 'PATCH') return 'PATCH entry (it carries a patch, not the resource): not applied; send the whole resource with PUT';
   const url = isObject(entry.request) && typeof entry.request.url === 'string' ? entry.request.url : '';
   if (/(?:^|\/)\$[A-Za-z]/.test(url)) return 'operation call (request.url names a $operation), not data: not applied';
   return null;

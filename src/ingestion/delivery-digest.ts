@@ -17,6 +17,7 @@ import { checkItems } from './check-items.js';
 import { parseDeliveryBody, resourcesByFullUrl, type DeliveryItem, type DeliveryItems, type DeliveryProblem, type FhirResource } from './delivery-body.js';
 import type { FhirValidator } from './fhir-validate.js';
 import { recordFromResource, subjectReferenceOf, type PlainRecord } from './records.js';
+import { versionOf } from './resource-version.js';
 
 /** One delivered FHIR resource (or deletion), as processing sees it. */
 export interface ResourceFacts {
@@ -36,6 +37,10 @@ export interface ResourceFacts {
   json: string;
   /** a hash of `json`, to know the resource sent again unchanged; null for deletions */
   contentHash: string | null;
+  /** `meta.lastUpdated` as an ISO instant, to know a late older version (resource-version.ts); null when absent and for deletions */
+  lastUpdated: string | null;
+  /** `meta.versionId`; null when absent and for deletions */
+  versionId: string | null;
 }
 
 export type DigestItem = ResourceFacts | { kind: 'record'; record: PlainRecord; index: number };
@@ -79,7 +84,7 @@ export function digestDelivery(parsed: DeliveryItems, validator: FhirValidator):
 function factsOf(item: Extract<DeliveryItem, { kind: 'resource' }>, byFullUrl: ReadonlyMap<string, FhirResource>): ResourceFacts {
   const { resource, index, deleted } = item;
   const { resourceType, id } = resource;
-  if (deleted) return { kind: 'resource', index, resourceType, id, deleted, status: null, patientId: null, record: null, json: JSON.stringify({ resourceType, id }), contentHash: null };
+  if (deleted) return { kind: 'resource', index, resourceType, id, deleted, status: null, patientId: null, record: null, json: JSON.stringify({ resourceType, id }), contentHash: null, lastUpdated: null, versionId: null };
   const { status } = resource;
   // Safe to stringify: validation refuses resources nested past ~900 levels, well before
   // JSON.stringify would run out of stack (~2,000 on a default Node stack).
@@ -95,6 +100,7 @@ function factsOf(item: Extract<DeliveryItem, { kind: 'resource' }>, byFullUrl: R
     record: recordFromResource(resource),
     json,
     contentHash: contentHashOf(json),
+    ...versionOf(resource),
   };
 }
 

@@ -65,19 +65,29 @@ export function tagsFromMeta(meta: unknown): string[] {
 
 /**
  * A FHIR tag code as a search tag: accents dropped, lower case, runs of other characters as one
- * '-', separators trimmed from both ends, at most 64 characters. Null when nothing is left.
+ * '-', separators trimmed from both ends. Null when nothing is left, and when the slug could not
+ * say what the code says: a letter or digit outside a–z and 0–9 once accents are dropped
+ * (`糖尿病 type2` and `高血压 type2` both became `type2`, two conditions one tag), or more than 64
+ * characters (cut, two long codes became one). A code not taken is better than a tag that
+ * matches the wrong patients. A few letters are written out as their usual Latin spelling
+ * (`Straße` → `strasse`).
  */
 export function slugTag(code: string): string | null {
-  const slug = code
+  const lower = code
     .normalize('NFKD')
     .replace(/[\u0300-\u036f]/g, '')
     .toLowerCase()
+    .replace(/[ßæœøłđı]/g, (letter) => SPELLED_OUT[letter]);
+  if (LETTER_OR_DIGIT_BEYOND_ASCII.test(lower)) return null;
+  const slug = lower
     .replace(/[^a-z0-9._:-]+/g, '-')
     .replace(/^[._:-]+/, '')
-    .slice(0, 64)
     .replace(/[._:-]+$/, '');
   return TAG_SLUG.test(slug) ? slug : null;
 }
+
+const SPELLED_OUT: Readonly<Record<string, string>> = { ß: 'ss', æ: 'ae', œ: 'oe', ø: 'o', ł: 'l', đ: 'd', ı: 'i' };
+const LETTER_OR_DIGIT_BEYOND_ASCII = /(?![a-z0-9])[\p{L}\p{N}]/u;
 
 /**
  * Checks a plain record from a delivery body. Returns the record, or the problem with it;

@@ -7,10 +7,14 @@
  * Items are taken in delivery order, each seeing the state the ones before it left, so a bundle
  * that creates and then updates an Encounter raises `created` then `updated`, and a status event
  * fires only when the status differs from the one before (a repeated update raises none). A
- * resource delivered again exactly as it was stored raises no event at all.
+ * resource delivered again exactly as it was stored raises no event at all; an older version
+ * than the one stored (resource-version.ts) is not applied and is listed as skipped; a deletion
+ * of a resource not stored (never delivered, or deleted already) raises no event.
  */
 import type { DigestItem } from './delivery-digest.js';
+import type { DeliveryProblem } from './delivery-body.js';
 import { eventsFor } from './events.js';
+import { isOlderVersion } from './resource-version.js';
 import type { PlainRecord, RecordType } from './records.js';
 
 /** What the service remembers of a resource between deliveries. */
@@ -22,6 +26,10 @@ export interface ResourceState {
   sourceTags: string[] | null;
   /** hash of the resource as last delivered; null for plain records and states stored before it was kept */
   contentHash: string | null;
+  /** `meta.lastUpdated` of the version stored (ISO instant); null when it had none, for plain records and states stored before it was kept */
+  lastUpdated: string | null;
+  /** `meta.versionId` of the version stored; null likewise */
+  versionId: string | null;
 }
 
 export interface RaisedEvent {
@@ -54,6 +62,8 @@ export interface DeliveryChanges {
   referencedPatients: Set<string>;
   /** Patient ids of deleted resources: subjects if their record still exists, never made anew */
   formerPatients: Set<string>;
+  /** items not applied because a newer version of their resource is stored, in index order */
+  stale: DeliveryProblem[];
 }
 
 export const stateKey = (resourceType: string, id: string): string => `${resourceType}\u0000${id}`;
@@ -86,6 +96,7 @@ export function changesOf(items: readonly DigestItem[], stored: ReadonlyMap<stri
   const events: RaisedEvent[] = [];
   const referencedPatients = new Set<string>();
   const formerPatients = new Set<string>();
+  const stale: DeliveryProblem[] = [];
   const current = (key: string): ResourceState | null => (states.has(key) ? states.get(key)! : stored.get(key) ?? null);
   const storedTags = (key: string): string[] | null => stored.get(key)?.sourceTags ?? null;
 
@@ -94,7 +105,14 @@ export function changesOf(items: readonly DigestItem[], stored: ReadonlyMap<stri
       const { record } = item;
       const key = stateKey(record.resourceType, record.extId);
       // Plain records keep search current; they are not FHIR resources and raise no events.
-      states.set(key, { status: null, patientId: record.resourceType === 'Patient' ? record.extId : null, sourceTags: record.tags, contentHash: null });
+      states.set(key, {
+        status: null,
+        patientId: record.resourceType === 'Patient' ? record.extId : null,
+        sourceTags: record.tags,
+        contentHash: null,
+        lastUpdated: null,
+        versionId: null,
+      });
       records.set(recordKey(record.resourceType, record.extId), { record, previousSourceTags: storedTags(key) });
       continue;
     }
@@ -108,14 +126,25 @@ export function changesOf(items: readonly DigestItem[], stored: ReadonlyMap<stri
       // A deleted Patient's record leaves search with it, so its own event has no subject.
       const patientId = type === 'Patient' ? null : before?.patientId ?? null;
       if (patientId !== null) formerPatients.add(patientId);
-      for (const event of eventsFor(raised, { existed: before !== null, previousStatus: before?.status, deleted: true })) {
-        events.push({ index: item.index, event, resourceJson: item.json, patientId });
+      // Deleting what is not stored (deleted already, or never delivered: a DELETE sent again,
+      // a feed connected after the resource was made) deletes nothing: no event, whose run would
+      // have no patient and no resource to go by.
+      if (before !== null) {
+        for (const event of eventsFor(raised, { existed: true, previousStatus: before.status, deleted: true })) {
+          events.push({ index: item.index, event, resourceJson: item.json, patientId });
+        }
       }
       states.set(key, null);
       if (isRecordType(type)) records.set(recordKey(type, item.id), null);
       continue;
     }
 
+    // A late delivery of an older version than the one stored changes nothing: applied, it put
+    // back older data and raised older statuses again (resource-version.ts).
+    if (before !== null && isOlderVersion(item, before)) {
+      stale.push({ index: item.index, message: `${type} not applied: a newer version of it is stored (its meta.lastUpdated or meta.versionId is older)` });
+      continue;
+    }
     const { patientId, record } = item;
     if (patientId !== null) referencedPatients.add(patientId);
     // Sent again as it was (a nightly full export, a retry under a new key): nothing happened to
@@ -126,8 +155,15 @@ export function changesOf(items: readonly DigestItem[], stored: ReadonlyMap<stri
         events.push({ index: item.index, event, resourceJson: item.json, patientId });
       }
     }
-    states.set(key, { status: item.status, patientId, sourceTags: record ? record.tags : null, contentHash: item.contentHash });
+    states.set(key, {
+      status: item.status,
+      patientId,
+      sourceTags: record ? record.tags : null,
+      contentHash: item.contentHash,
+      lastUpdated: item.lastUpdated,
+      versionId: item.versionId,
+    });
     if (record) records.set(recordKey(record.resourceType, record.extId), { record, previousSourceTags: storedTags(key) });
   }
-  return { events, states, records, referencedPatients, formerPatients };
+  return { events, states, records, referencedPatients, formerPatients, stale };
 }

@@ -66,6 +66,8 @@ export interface TriggerTable {
   /** JSON Schedule or null */
   schedule: string | null;
   next_run_at: string | null;
+  /** the latest schedule tick run (migration 0018): a tick at or before it never runs again; null before the first */
+  last_tick_at: string | null;
   auto_start: number;
   active: number;
   one_per_subject: number;
@@ -279,6 +281,8 @@ export interface DeliveryProgressTable {
   runs_started: number;
   /** JSON wakes decided so far, handed over after the last part; null for none */
   pending_wakes: string | null;
+  /** JSON [{index, message}] of items skipped so far as older than the version stored; null for none (migration 0017) */
+  skipped: string | null;
   updated_at: string;
 }
 
@@ -294,6 +298,10 @@ export interface ResourceStateTable {
   source_tags: string | null;
   /** hash of the resource as last delivered (resource-changes.ts); null before migration 0013 and for plain records */
   content_hash: string | null;
+  /** `meta.lastUpdated` of the version stored, as an ISO instant (resource-version.ts); null when it had none and before migration 0017 */
+  last_updated: string | null;
+  /** `meta.versionId` of the version stored; null likewise */
+  version_id: string | null;
   delivery_id: string;
   updated_at: string;
 }

@@ -220,6 +220,31 @@ describeEachStore(
       expect((await searchTrigger(ws, queryId, { schedule: { interval: 'PT1H', timezone: 'UTC' }, active: false })).nextRunAt).toBeNull();
     });
 
+    it('a tick that ran never runs again: not after a PATCH from a clock behind, nor when next_run_at is set back to it', async () => {
+      const { ws, queryId } = await cohort(env, 2);
+      clock.set('2024-07-25T07:00:00.000Z');
+      const schedule = { interval: 'P1D', timezone: 'UTC', startAt: '2024-07-25T08:00:00.000Z' };
+      const trigger = await searchTrigger(ws, queryId, { schedule, onePerSubject: false });
+      expect(await ticksAt(env, trigger.triggerId, ['2024-07-25T08:00:00.500Z'])).toEqual(['2024-07-25T08:00:00.000Z']);
+      expect(await runsOf(ws, `triggerId=${trigger.triggerId}`)).toHaveLength(2);
+      // The same schedule sent again through a process whose clock is 30 s behind: its next run
+      // is tomorrow's, not the tick that just ran (it ran again: a second run per patient).
+      clock.set('2024-07-25T07:59:30.000Z');
+      const patched = await ws.call('PATCH', `/v1/triggers/${trigger.triggerId}`, { body: { schedule } });
+      expect(patched.statusCode, patched.body).toBe(200);
+      expect(patched.json().nextRunAt).toBe('2024-07-26T08:00:00.000Z');
+      // A PATCH that read the trigger just before the tick and committed just after it sets the
+      // tick that ran: it is claimed and passed over, and the trigger moves on.
+      await env.db.updateTable('triggers').set({ next_run_at: '2024-07-25T08:00:00.000Z' }).where('id', '=', trigger.triggerId).execute();
+      clock.set('2024-07-25T08:00:05.000Z');
+      const passed = (await schedulerFor(env.container).runDueTicks()).filter((o) => o.triggerId === trigger.triggerId);
+      expect(passed).toEqual([expect.objectContaining({ tick: '2024-07-25T08:00:00.000Z', started: 0 })]);
+      expect(await nextRunAt(ws, trigger.triggerId)).toBe('2024-07-26T08:00:00.000Z');
+      expect(await runsOf(ws, `triggerId=${trigger.triggerId}`)).toHaveLength(2);
+      expect(await ticksAt(env, trigger.triggerId, ['2024-07-26T08:00:00.000Z'])).toEqual(['2024-07-26T08:00:00.000Z']);
+      expect(await runsOf(ws, `triggerId=${trigger.triggerId}`)).toHaveLength(4);
+    });
+
     it('a changed schedule keeps its anchor: the creation time, unless it says startAt', async () => {
       const { ws, queryId } = await cohort(env, 1);
       clock.set('2024-07-20T08:00:00.000Z');

@@ -279,14 +279,33 @@ describe('recordFromResource', () => {
         },
       }),
     );
-    expect(record?.tags).toEqual(['vip', 'high-risk', 'diabete', 'x', 'a'.repeat(64), 'urn:oid:1.2.3']);
+    // 80 characters: not cut to 64 (two long codes would become one tag), not taken.
+    expect(record?.tags).toEqual(['vip', 'high-risk', 'diabete', 'x', 'urn:oid:1.2.3']);
   });
 
-  it('slugTag: cut to 64 characters without a trailing separator', () => {
-    expect(slugTag(`${'b'.repeat(63)}-tail`)).toBe('b'.repeat(63));
+  it('slugTag: separators trimmed; 64 characters at most, a longer slug not taken', () => {
     expect(slugTag('  Care Plan / 2024 ')).toBe('care-plan-2024');
     expect(slugTag('_x_')).toBe('x');
+    expect(slugTag(`--${'b'.repeat(64)}--`)).toBe('b'.repeat(64));
+    expect(slugTag(`${'b'.repeat(63)}-tail`)).toBeNull();
+    expect(slugTag(`${'a'.repeat(70)}-one`)).toBeNull();
+    expect(slugTag(`${'a'.repeat(70)}-two`)).toBeNull();
+  });
+
+  it('slugTag: a code whose letters a slug cannot hold is not taken, never merged with another', () => {
+    // Both became `type2`: diabetes and hypertension one tag.
+    expect(slugTag('糖尿病 type2')).toBeNull();
+    expect(slugTag('高血压 type2')).toBeNull();
     expect(slugTag('日本')).toBeNull();
+    expect(slugTag('ΕΛΛΗΝΙΚΑ')).toBeNull();
+    expect(slugTag('Диабет')).toBeNull();
+    // Accents dropped, a few letters spelled out, compatibility forms decomposed.
+    expect(slugTag('Straße')).toBe('strasse');
+    expect(slugTag('Æble Ølstykke Łódź')).toBe('aeble-olstykke-lodz');
+    expect(slugTag('Café-Crème')).toBe('cafe-creme');
+    expect(slugTag('Type²')).toBe('type2');
+    // Symbols and punctuation are separators, not letters.
+    expect(slugTag('High Risk ★ 2024')).toBe('high-risk-2024');
   });
 });
 
@@ -404,5 +423,29 @@ describe.skipIf(!existsSync(SYNTHEA))('Synthea sample (10 patients)', () => {
     for (const item of resources(items).filter((i) => i.resource.resourceType === 'Encounter')) {
       expect(patientIds.has(subjectReferenceOf(item.resource, byFullUrl) ?? '')).toBe(true);
     }
+  });
+});
+
+describe('parseDeliveryBody: PATCH entries', () => {
+  it('skips a PATCH entry, whatever it carries: the patch is not the resource', () => {
+    const { items, problems } = parseDeliveryBody({
+      resourceType: 'Bundle',
+      type: 'transaction',
+      entry: [
+        {
+          fullUrl: 'urn:uuid:2b2b8c3e-1f0e-4c1a-9f57-0d7c3f1f6a11',
+          resource: { resourceType: 'Parameters', parameter: [{ name: 'operation', part: [{ name: 'type', valueCode: 'replace' }] }] },
+          request: { method: 'PATCH', url: 'Patient/p123' },
+        },
+        { resource: { resourceType: 'Binary', id: 'b1', contentType: 'application/json-patch+json' }, request: { method: 'PATCH', url: 'Patient/p123' } },
+        { resource: { resourceType: 'Patient', id: 'p123' }, request: { method: 'PUT', url: 'Patient/p123' } },
+      ],
+    });
+    const skipped = 'PATCH entry (it carries a patch, not the resource): not applied; send the whole resource with PUT';
+    expect(problems).toEqual([
+      { index: 0, message: skipped },
+      { index: 1, message: skipped },
+    ]);
+    expect(resources(items).map((i) => [i.index, i.resource.resourceType, i.resource.id])).toEqual([[2, 'Patient', 'p123']]);
   });
 });

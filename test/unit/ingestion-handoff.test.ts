@@ -8,7 +8,7 @@ const digests = new Map<string, Promise<DeliveryDigest>>();
 const parsed = (id: string): Promise<DeliveryDigest> => {
   let digest = digests.get(id);
   if (!digest) {
-    const facts = { kind: 'resource', index: 0, resourceType: 'Patient', id, deleted: false, status: null, patientId: id, record: null, json: '{}', contentHash: 'h' } as const;
+    const facts = { kind: 'resource', index: 0, resourceType: 'Patient', id, deleted: false, status: null, patientId: id, record: null, json: '{}', contentHash: 'h', lastUpdated: null, versionId: null } as const;
     digest = Promise.resolve({ items: [facts], problems: [] });
     digests.set(id, digest);
   }

@@ -15,6 +15,7 @@ import type { Transaction } from 'kysely';
 import type { Database, Db } from '../../storage/database.js';
 import type { Dialect } from '../../storage/connect.js';
 import type { DeliveryDigest } from '../../ingestion/delivery-digest.js';
+import type { DeliveryProblem } from '../../ingestion/delivery-body.js';
 import { changesOf, touchedStateKeys, type DeliveryChanges, type RaisedEvent } from '../../ingestion/resource-changes.js';
 import { findActiveEventTriggers, planEventRuns, type ConditionFailures, type EventOccurrence, type EventTrigger } from '../events/event-runs.js';
 import { holdLeases, holdLeasesSqlite, markProcessed, markProcessedSqlite, type DeliveryRow, type ProcessedOutcome } from './delivery.repository.js';
@@ -258,6 +259,7 @@ async function finishDelivery(
     runsStarted: before.runsStarted + planned.length,
     // Wakes not handed over yet (a process died after the part before committed), and this part's.
     pendingWakes: [...before.pendingWakes, ...wakesFor(occurrences, mayWait, delivery.id, at)],
+    skipped: [...before.skipped, ...changes.stale],
   };
   const plannedRunIds = planned.map((row) => row.id);
   if (part && part.to < part.of) {
@@ -266,9 +268,10 @@ async function finishDelivery(
     return { kind: 'part-applied', plannedRunIds, appliedItems: part.to, wakes: sofar.pendingWakes, conditionFailures };
   }
   const wakes = sofar.pendingWakes;
+  const skipped = skippedItems(digest.problems, sofar.skipped);
   const outcome: ProcessedOutcome = {
-    problems: digest.problems.slice(0, MAX_LISTED_PROBLEMS),
-    problemCount: digest.problems.length,
+    problems: skipped.slice(0, MAX_LISTED_PROBLEMS),
+    problemCount: skipped.length,
     events: sofar.events,
     runsStarted: sofar.runsStarted,
     pendingWakes: wakes.length === 0 ? null : JSON.stringify(wakes),
@@ -281,6 +284,15 @@ async function finishDelivery(
   }
   if (part) await deleteProgress(tx, delivery.id);
   return { kind: 'processed', plannedRunIds, wakes, outcome, conditionFailures };
+}
+
+/**
+ * Every skipped item of a delivery in index order: those its body's checks refused (the digest's
+ * problems) and those applying it found older than the version stored.
+ */
+function skippedItems(refused: readonly DeliveryProblem[], stale: readonly DeliveryProblem[]): DeliveryProblem[] {
+  if (stale.length === 0) return [...refused];
+  return [...refused, ...stale].sort((a, b) => a.index - b.index);
 }
 
 function byWorkspace(written: readonly Written[]): Map<string, Written[]> {
@@ -316,7 +328,7 @@ function deliveryAuditRow(w: Written, result: ApplyResult, at: string) {
       webhookId: delivery.webhook_id,
       patientRecordIds: [...new Set(w.patients.values())].sort(),
       resources,
-      skipped: digest.problems.length,
+      skipped: digest.problems.length + w.changes.stale.length,
       runsStarted: result.kind === 'lease-lost' ? 0 : result.plannedRunIds.length,
       ...(part ? { items: { from: part.from, to: part.to, of: part.of } } : {}),
     },

@@ -22,6 +22,7 @@
 import type { DbOrTx } from '../../storage/database.js';
 import { parseJson } from '../../lib/json.js';
 import type { PendingWake } from './event-wake.js';
+import type { DeliveryProblem } from '../../ingestion/delivery-body.js';
 
 /**
  * Items applied in one transaction at most: deliveries claimed together share a transaction up
@@ -38,9 +39,11 @@ export interface DeliveryProgress {
   events: EventCount[];
   runsStarted: number;
   pendingWakes: PendingWake[];
+  /** items skipped as older than the version stored (resource-changes.ts), listed with the delivery's other skipped items at the end */
+  skipped: DeliveryProblem[];
 }
 
-export const NO_PROGRESS: DeliveryProgress = { appliedItems: 0, events: [], runsStarted: 0, pendingWakes: [] };
+export const NO_PROGRESS: DeliveryProgress = { appliedItems: 0, events: [], runsStarted: 0, pendingWakes: [], skipped: [] };
 
 /** Event counts added up, sorted by event. */
 export function addEventCounts(a: readonly EventCount[], b: readonly EventCount[]): EventCount[] {
@@ -58,6 +61,7 @@ export async function readProgress(db: DbOrTx, deliveryId: string): Promise<Deli
     events: parseJson<EventCount[]>(row.events, []),
     runsStarted: row.runs_started,
     pendingWakes: parseJson<PendingWake[]>(row.pending_wakes, []),
+    skipped: parseJson<DeliveryProblem[]>(row.skipped, []),
   };
 }
 
@@ -74,6 +78,7 @@ export async function writeProgress(db: DbOrTx, deliveryId: string, progress: De
     events: JSON.stringify(progress.events),
     runs_started: progress.runsStarted,
     pending_wakes: progress.pendingWakes.length === 0 ? null : JSON.stringify(progress.pendingWakes),
+    skipped: progress.skipped.length === 0 ? null : JSON.stringify(progress.skipped),
     updated_at: at,
   };
   await db

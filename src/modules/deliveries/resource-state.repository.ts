@@ -49,6 +49,8 @@ export function statesOfRows(rows: readonly StateRow[], wanted: ReadonlySet<stri
       patientId: row.patient_id,
       sourceTags: row.source_tags === null ? null : parseJson<string[]>(row.source_tags, []),
       contentHash: row.content_hash,
+      lastUpdated: row.last_updated,
+      versionId: row.version_id,
     });
   }
   return states;
@@ -61,11 +63,13 @@ export interface StateRow {
   patient_id: string | null;
   source_tags: string | null;
   content_hash: string | null;
+  last_updated: string | null;
+  version_id: string | null;
 }
 
 async function readByJsonKeys(db: DbOrTx, workspaceId: string, wanted: Set<string>): Promise<StateRow[]> {
   const { rows } = await sql<StateRow>`
-    select s.resource_type, s.resource_id, s.status, s.patient_id, s.source_tags, s.content_hash
+    select s.resource_type, s.resource_id, s.status, s.patient_id, s.source_tags, s.content_hash, s.last_updated, s.version_id
     from ${jsonRows('sqlite', [...wanted].map(splitKey))}
     cross join resource_states s
     where s.workspace_id = ${workspaceId} and s.resource_type = value ->> 0 and s.resource_id = value ->> 1`.execute(db);
@@ -81,7 +85,7 @@ async function readByIdLists(db: DbOrTx, workspaceId: string, wanted: Set<string
     rows.push(
       ...(await db
         .selectFrom('resource_states')
-        .select(['resource_type', 'resource_id', 'status', 'patient_id', 'source_tags', 'content_hash'])
+        .select(['resource_type', 'resource_id', 'status', 'patient_id', 'source_tags', 'content_hash', 'last_updated', 'version_id'])
         .where('workspace_id', '=', workspaceId)
         .where('resource_type', 'in', types)
         .where('resource_id', 'in', chunk)
@@ -108,13 +112,14 @@ export async function writeResourceStates(
   if (upserts.length > 0) {
     // `where true`: SQLite would read `on conflict` after a bare FROM as a join constraint.
     await sql`
-      insert into resource_states (workspace_id, resource_type, resource_id, status, patient_id, source_tags, content_hash, delivery_id, updated_at)
-      select cast(${workspaceId} as text), value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4, value ->> 5, cast(${deliveryId} as text), cast(${at} as text)
+      insert into resource_states (workspace_id, resource_type, resource_id, status, patient_id, source_tags, content_hash, last_updated, version_id, delivery_id, updated_at)
+      select cast(${workspaceId} as text), value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4, value ->> 5, value ->> 6, value ->> 7, cast(${deliveryId} as text), cast(${at} as text)
       from ${jsonRows(dialect, upserts)}
       where true
       on conflict (workspace_id, resource_type, resource_id) do update set
         status = excluded.status, patient_id = excluded.patient_id, source_tags = excluded.source_tags,
-        content_hash = excluded.content_hash, delivery_id = excluded.delivery_id, updated_at = excluded.updated_at`.execute(db);
+        content_hash = excluded.content_hash, last_updated = excluded.last_updated, version_id = excluded.version_id,
+        delivery_id = excluded.delivery_id, updated_at = excluded.updated_at`.execute(db);
   }
   for (const [type, ids] of idsByType(deleted)) {
     for (const chunk of chunks(ids, ID_CHUNK)) {
@@ -128,7 +133,7 @@ export async function writeResourceStates(
   }
 }
 
-/** Final states as upsert rows (`[type, id, status, patientId, sourceTags JSON, contentHash]`) and deleted keys. */
+/** Final states as upsert rows (`[type, id, status, patientId, sourceTags JSON, contentHash, lastUpdated, versionId]`) and deleted keys. */
 export function splitStates(states: ReadonlyMap<string, ResourceState | null>): { upserts: (string | null)[][]; deleted: string[] } {
   const upserts: (string | null)[][] = [];
   const deleted: string[] = [];
@@ -138,7 +143,7 @@ export function splitStates(states: ReadonlyMap<string, ResourceState | null>): 
       continue;
     }
     const [type, id] = splitKey(key);
-    upserts.push([type, id, state.status, state.patientId, state.sourceTags === null ? null : JSON.stringify(state.sourceTags), state.contentHash]);
+    upserts.push([type, id, state.status, state.patientId, state.sourceTags === null ? null : JSON.stringify(state.sourceTags), state.contentHash, state.lastUpdated, state.versionId]);
   }
   return { upserts, deleted };
 }

@@ -17,7 +17,7 @@ import type { StoredSchedule } from '../triggers/trigger.repository.js';
 import { createPlannedRuns, sweepPlannedRuns, DEFAULT_PLAN_LEASE_MS, type RunStarterDeps } from '../events/planned-runs.js';
 import { claimTick, findDueSearchTriggers, loadTriggerForEvaluation, type DueTrigger } from './search-trigger.repository.js';
 import { planSearchRuns } from './search-runs.js';
-import { loggableError } from '../../lib/store-errors.js';
+import { LoopFailureLog } from '../../lib/loop-failure-log.js';
 
 export interface SchedulerDeps extends RunStarterDeps {
   clock: Clock;
@@ -61,11 +61,13 @@ export class Scheduler {
   private stopping = false;
   private running: Promise<void> | null = null;
   private wake: (() => void) | null = null;
+  private readonly loopFailures: LoopFailureLog;
 
   constructor(
     private readonly deps: SchedulerDeps,
     options: SchedulerOptions = {},
   ) {
+    this.loopFailures = new LoopFailureLog(deps.logger, 'scheduler could not run due ticks');
     this.pollMs = options.pollMs ?? 1000;
     this.planLeaseMs = options.planLeaseMs ?? DEFAULT_PLAN_LEASE_MS;
     this.batch = options.batch ?? 100;
@@ -109,9 +111,15 @@ export class Scheduler {
       return 'unreadable';
     }
     const idempotencyKey = tickKey(due.id, tick);
+    // A tick at or before the last one run ran already: `next_run_at` was set back to it (a PATCH
+    // served by a process whose clock is behind, or just before the tick ran elsewhere). Claimed,
+    // so the trigger moves on, but run again never (migration 0018).
+    const ranAlready = due.last_tick_at !== null && tick.toISOString() <= due.last_tick_at;
+    const lastTickAt = ranAlready ? due.last_tick_at! : tick.toISOString();
 
     const planned = await db.transaction().execute(async (tx) => {
-      if (!(await claimTick(tx, due.id, due.next_run_at, next?.toISOString() ?? null))) return null;
+      if (!(await claimTick(tx, due.id, due.next_run_at, next?.toISOString() ?? null, lastTickAt))) return null;
+      if (ranAlready) return { plannedRunIds: [], matched: 0, skipped: 0 };
       const trigger = await loadTriggerForEvaluation(tx, due.id);
       if (!trigger || !trigger.blueprint || !trigger.query) {
         logger.warn({ triggerId: due.id }, 'search trigger lost its blueprint or saved query; the tick starts nothing');
@@ -134,6 +142,10 @@ export class Scheduler {
       });
     });
     if (!planned) return 'taken';
+    if (ranAlready) {
+      logger.warn({ triggerId: due.id, tick: tick.toISOString(), lastTickAt }, 'schedule tick ran already (the trigger\'s next run was set back to it); nothing started');
+      return { triggerId: due.id, tick: tick.toISOString(), idempotencyKey, started: 0, skipped: 0 };
+    }
     const started = await createPlannedRuns(this.deps, this.owner, planned.plannedRunIds, this.planLeaseMs);
     logger.info({ triggerId: due.id, tick: tick.toISOString(), started, skipped: planned.skipped }, 'schedule tick ran');
     return { triggerId: due.id, tick: tick.toISOString(), idempotencyKey, started, skipped: planned.skipped };
@@ -161,8 +173,9 @@ export class Scheduler {
       try {
         await this.runDueTicks();
         await this.sweep();
+        this.loopFailures.succeeded();
       } catch (error) {
-        this.deps.logger.error({ err: loggableError(error) }, 'scheduler could not run due ticks');
+        this.loopFailures.failed(error);
       }
       if (this.stopping) break;
       await new Promise<void>((resolve) => {

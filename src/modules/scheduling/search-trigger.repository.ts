@@ -13,13 +13,15 @@ export interface DueTrigger {
   id: string;
   schedule: string;
   next_run_at: string;
+  /** the latest tick run, or null */
+  last_tick_at: string | null;
 }
 
 /** Active, live search triggers with a schedule whose next tick is at or before `now`, most overdue first. */
 export async function findDueSearchTriggers(db: DbOrTx, now: string, limit: number): Promise<DueTrigger[]> {
   const rows = await db
     .selectFrom('triggers')
-    .select(['id', 'schedule', 'next_run_at'])
+    .select(['id', 'schedule', 'next_run_at', 'last_tick_at'])
     .where('next_run_at', '<=', now)
     .where('type', '=', 'search')
     .where('active', '=', 1)
@@ -33,14 +35,15 @@ export async function findDueSearchTriggers(db: DbOrTx, now: string, limit: numb
 
 /**
  * Claims a tick for this process: moves `next_run_at` from the value that was read to the next
- * tick, only if nobody moved it first. Exactly one of any number of racing schedulers (in one
- * process or many, on either store) sees one row changed. As the first statement of the tick's
- * transaction it also takes SQLite's write lock (PostgreSQL: the row lock) until commit.
+ * tick, and `last_tick_at` on to the tick, only if nobody moved `next_run_at` first. Exactly one
+ * of any number of racing schedulers (in one process or many, on either store) sees one row
+ * changed. As the first statement of the tick's transaction it also takes SQLite's write lock
+ * (PostgreSQL: the row lock) until commit.
  */
-export async function claimTick(db: DbOrTx, triggerId: string, readNextRunAt: string, nextRunAt: string | null): Promise<boolean> {
+export async function claimTick(db: DbOrTx, triggerId: string, readNextRunAt: string, nextRunAt: string | null, lastTickAt: string): Promise<boolean> {
   const result = await db
     .updateTable('triggers')
-    .set({ next_run_at: nextRunAt })
+    .set({ next_run_at: nextRunAt, last_tick_at: lastTickAt })
     .where('id', '=', triggerId)
     .where('next_run_at', '=', readNextRunAt)
     .where('active', '=', 1)

@@ -122,6 +122,7 @@ export async function createTrigger(db: Db, ctx: RequestContext, body: CreateTri
     event: body.type === 'event' ? body.event! : null,
     schedule: schedule ? JSON.stringify(schedule) : null,
     next_run_at: nextRunOf(schedule, now, body.active !== false),
+    last_tick_at: null,
     auto_start: body.autoStart === false ? 0 : 1,
     active: body.active === false ? 0 : 1,
     // DESIGN §9: a cohort (search) trigger never forks a second pathway per subject by default.
@@ -170,7 +171,10 @@ export async function changeTrigger(
     }
     const active = (changes.active ?? row.active) === 1;
     if (body.schedule !== undefined || active !== (row.active === 1)) {
-      changes.next_run_at = nextRunOf(parseJson<StoredSchedule | null>(changes.schedule !== undefined ? changes.schedule : row.schedule, null), now, active);
+      // The next tick after now, or after the last tick run if that is later (this process's
+      // clock is behind the one that ran it): never one that ran already (migration 0018).
+      const from = row.last_tick_at !== null && row.last_tick_at > now.toISOString() ? new Date(row.last_tick_at) : now;
+      changes.next_run_at = nextRunOf(parseJson<StoredSchedule | null>(changes.schedule !== undefined ? changes.schedule : row.schedule, null), from, active);
     }
   }
   if (row.type === 'event') {

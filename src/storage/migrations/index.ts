@@ -19,6 +19,8 @@ import * as m0013 from './0013_resource_state_content_hash.js';
 import * as m0014 from './0014_delivery_progress.js';
 import * as m0015 from './0015_deliveries_lease_holder.js';
 import * as m0016 from './0016_idempotent_creates.js';
+import * as m0017 from './0017_resource_versions.js';
+import * as m0018 from './0018_trigger_last_tick.js';
 
 export const migrations: Record<string, Migration> = {
   '0001_core': m0001,
@@ -37,4 +39,6 @@ export const migrations: Record<string, Migration> = {
   '0014_delivery_progress': m0014,
   '0015_deliveries_lease_holder': m0015,
   '0016_idempotent_creates': m0016,
+  '0017_resource_versions': m0017,
+  '0018_trigger_last_tick': m0018,
 };

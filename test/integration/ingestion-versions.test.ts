@@ -1,0 +1,143 @@
+import { expect, it } from 'vitest';
+import { describeEachStore, type TestWorkspace } from '../helpers/test-env.js';
+import { createEndpoint, deliver, deliverAndProcess, eventTrigger, lastDelivery, nowSeconds, processorFor, runsOf, search, type Endpoint } from '../helpers/deliveries.js';
+
+/**
+ * Feeds do not arrive in order: a late delivery of an older version of a resource must not put
+ * back older data or raise older statuses again, and a DELETE of what is not stored raises
+ * nothing (resource-version.ts, resource-changes.ts).
+ */
+const at = (day: number) => `2024-05-${String(day).padStart(2, '0')}T08:00:00.000+02:00`;
+
+const patient = (id: string, version: number, family: string, tag: string) => ({
+  resourceType: 'Patient',
+  id,
+  meta: { versionId: String(version), lastUpdated: at(version), tag: [{ code: tag }] },
+  name: [{ given: ['Ann'], family }],
+});
+const encounter = (id: string, version: number, status: string) => ({
+  resourceType: 'Encounter',
+  id,
+  meta: { versionId: String(version), lastUpdated: at(version) },
+  status,
+  class: { code: 'IMP' },
+  subject: { reference: 'Patient/pv-1' },
+});
+const put = (resource: { resourceType: string; id: string }) => ({ resource, request: { method: 'PUT', url: `${resource.resourceType}/${resource.id}` } });
+const history = (...entries: object[]) => ({ resourceType: 'Bundle', type: 'history', entry: entries });
+const deletion = (type: string, id: string) => ({ resourceType: 'Bundle', type: 'transaction', entry: [{ request: { method: 'DELETE', url: `${type}/${id}` } }] });
+
+describeEachStore('resource versions and deletions from feeds out of order', (env) => {
+  let second = 0;
+  /** Each delivery signed a second apart: the same body at the same second is a replay. */
+  const send = (ws: TestWorkspace, feed: Endpoint, body: unknown, key?: string) =>
+    deliverAndProcess(env, feed, body, { t: nowSeconds(env.container) + ++second, ...(key ? { key } : {}) });
+
+  it('a late older Patient is skipped and listed: no event, no run, search keeps the newer name and tags', async () => {
+    const ws = await env.workspace();
+    const feed = await createEndpoint(ws);
+    const updated = await eventTrigger(ws, 'Patient.updated');
+    await send(ws, feed, patient('pv-1', 1, 'First', 'v1tag'));
+    await send(ws, feed, patient('pv-1', 3, 'Newest', 'v3tag'));
+    expect(await runsOf(ws, `triggerId=${updated.triggerId}`)).toHaveLength(1);
+
+    await send(ws, feed, { resourceType: 'Bundle', type: 'collection', entry: [{ resource: patient('pv-1', 2, 'Middle', 'v2tag') }] });
+    const late = await lastDelivery(ws, feed);
+    expect(late).toMatchObject({
+      status: 'processed',
+      events: [],
+      runsStarted: 0,
+      skippedCount: 1,
+      skipped: [{ index: 0, message: 'Patient not applied: a newer version of it is stored (its meta.lastUpdated or meta.versionId is older)' }],
+    });
+    expect(await runsOf(ws, `triggerId=${updated.triggerId}`)).toHaveLength(1);
+    expect((await search(ws, 'Patient')).results.map((hit) => [hit.extId, hit.name, hit.tags])).toEqual([['pv-1', 'Ann Newest', ['v3tag']]]);
+    const audit = await env.db.selectFrom('audit_events').select('details').where('workspace_id', '=', ws.workspaceId).where('action', '=', 'delivery.process').where('resource_id', '=', late.deliveryId).executeTakeFirstOrThrow();
+    expect(JSON.parse(audit.details)).toMatchObject({ skipped: 1, runsStarted: 0 });
+
+    // A newer one after it is applied as usual.
+    await send(ws, feed, patient('pv-1', 4, 'Latest', 'v4tag'));
+    expect((await lastDelivery(ws, feed)).events).toEqual([{ event: 'Patient.updated', count: 1 }]);
+    expect((await search(ws, 'Patient')).results.map((hit) => [hit.name, hit.tags])).toEqual([['Ann Latest', ['v4tag']]]);
+  });
+
+  it('a late in-progress after finished raises nothing, and finished sent again starts no second run', async () => {
+    const ws = await env.workspace();
+    const feed = await createEndpoint(ws);
+    const finished = await eventTrigger(ws, 'Encounter.finished');
+    const inProgress = await eventTrigger(ws, 'Encounter.in-progress');
+    await send(ws, feed, encounter('ev-1', 1, 'planned'));
+    await send(ws, feed, encounter('ev-1', 3, 'finished'));
+    await send(ws, feed, encounter('ev-1', 2, 'in-progress'));
+    expect((await lastDelivery(ws, feed)).events).toEqual([]);
+    await send(ws, feed, encounter('ev-1', 3, 'finished'));
+    expect((await lastDelivery(ws, feed)).events).toEqual([]);
+    expect(await runsOf(ws, `triggerId=${finished.triggerId}`)).toHaveLength(1);
+    expect(await runsOf(ws, `triggerId=${inProgress.triggerId}`)).toHaveLength(0);
+    const state = await env.db.selectFrom('resource_states').select(['status', 'version_id', 'last_updated']).where('workspace_id', '=', ws.workspaceId).where('resource_id', '=', 'ev-1').executeTakeFirstOrThrow();
+    expect(state).toEqual({ status: 'finished', version_id: '3', last_updated: '2024-05-03T06:00:00.000Z' });
+  });
+
+  it('a history bundle replayed raises nothing again; in either order its newest version stays', async () => {
+    const ws = await env.workspace();
+    const feed = await createEndpoint(ws);
+    const newestFirst = history(put(encounter('eh-1', 3, 'finished')), put(encounter('eh-1', 2, 'in-progress')), put(encounter('eh-1', 1, 'planned')));
+    await send(ws, feed, newestFirst, 'history-1');
+    expect((await lastDelivery(ws, feed)).events).toEqual([
+      { event: 'Encounter.created', count: 1 },
+      { event: 'Encounter.finished', count: 1 },
+      { event: 'Encounter.in-progress', count: 1 },
+      { event: 'Encounter.planned', count: 1 },
+      { event: 'Encounter.updated', count: 2 },
+    ]);
+    // Sent again under a new key: the two older versions are skipped, the newest is unchanged.
+    await send(ws, feed, newestFirst, 'history-2');
+    expect(await lastDelivery(ws, feed)).toMatchObject({ events: [], skippedCount: 2 });
+
+    // Listed oldest first (against FHIR's order): applied in reverse, the newest comes first and
+    // the older ones after it are skipped; what stays is the newest.
+    const oldestFirst = history(put(encounter('eh-2', 1, 'planned')), put(encounter('eh-2', 2, 'in-progress')), put(encounter('eh-2', 3, 'finished')));
+    await send(ws, feed, oldestFirst, 'history-3');
+    expect(await lastDelivery(ws, feed)).toMatchObject({
+      events: [
+        { event: 'Encounter.created', count: 1 },
+        { event: 'Encounter.finished', count: 1 },
+      ],
+      skippedCount: 2,
+    });
+    const state = await env.db.selectFrom('resource_states').select('status').where('workspace_id', '=', ws.workspaceId).where('resource_id', '=', 'eh-2').executeTakeFirstOrThrow();
+    expect(state.status).toBe('finished');
+  });
+
+  it('a DELETE raises deleted once: not again, and not for what was never delivered', async () => {
+    const ws = await env.workspace();
+    const feed = await createEndpoint(ws);
+    const deleted = await eventTrigger(ws, 'Observation.deleted');
+    const observation = { resourceType: 'Observation', id: 'od-1', status: 'final', code: { text: 'HbA1c' }, subject: { reference: 'Patient/pd-1' } };
+    await send(ws, feed, observation);
+    await send(ws, feed, deletion('Observation', 'od-1'));
+    expect((await lastDelivery(ws, feed)).events).toEqual([{ event: 'Observation.deleted', count: 1 }]);
+    await send(ws, feed, deletion('Observation', 'od-1'));
+    expect((await lastDelivery(ws, feed)).events).toEqual([]);
+    await send(ws, feed, deletion('Observation', 'never-sent'));
+    expect(await lastDelivery(ws, feed)).toMatchObject({ status: 'processed', events: [], skippedCount: 0 });
+    const runs = await runsOf(ws, `triggerId=${deleted.triggerId}`);
+    expect(runs).toHaveLength(1);
+  });
+
+  it('a delivery applied in parts lists the older versions every part skipped', async () => {
+    const ws = await env.workspace();
+    const feed = await createEndpoint(ws);
+    const ids = Array.from({ length: 12 }, (_, i) => `ep-${i}`);
+    await send(ws, feed, { resourceType: 'Bundle', type: 'collection', entry: ids.map((id) => ({ resource: encounter(id, 2, 'finished') })) });
+    // Items 0–11 in parts of 5: the older versions at 1, 6 and 11 fall in each of the three parts.
+    const mixed = ids.map((id, i) => ({ resource: encounter(id, i % 5 === 1 ? 1 : 3, 'finished') }));
+    const res = await deliver(env, feed, { resourceType: 'Bundle', type: 'collection', entry: mixed }, { t: nowSeconds(env.container) + ++second });
+    expect(res.statusCode, res.body).toBe(202);
+    await processorFor(env, { transactionItems: 5 }).drain();
+    const delivery = await lastDelivery(ws, feed);
+    expect(delivery).toMatchObject({ status: 'processed', skippedCount: 3, events: [{ event: 'Encounter.updated', count: 9 }] });
+    expect(delivery.skipped.map((s: { index: number }) => s.index)).toEqual([1, 6, 11]);
+    expect(await env.db.selectFrom('delivery_progress').selectAll().execute()).toEqual([]);
+  });
+});

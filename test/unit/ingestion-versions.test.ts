@@ -1,0 +1,136 @@
+import { describe, expect, it } from 'vitest';
+import { isOlderVersion, versionOf } from '../../src/ingestion/resource-version.js';
+import { changesOf, stateKey, type ResourceState } from '../../src/ingestion/resource-changes.js';
+import type { ResourceFacts } from '../../src/ingestion/delivery-digest.js';
+
+describe('versionOf', () => {
+  it('reads meta.lastUpdated as a UTC instant and meta.versionId as given', () => {
+    expect(versionOf({ meta: { lastUpdated: '2024-03-01T10:00:00+01:00', versionId: '7' } })).toEqual({ lastUpdated: '2024-03-01T09:00:00.000Z', versionId: '7' });
+    expect(versionOf({ meta: { lastUpdated: '2024-03-01T09:00:00.123456Z' } })).toEqual({ lastUpdated: '2024-03-01T09:00:00.123Z', versionId: null });
+  });
+
+  it('gives nulls for what is absent or not a version', () => {
+    expect(versionOf({})).toEqual({ lastUpdated: null, versionId: null });
+    expect(versionOf({ meta: null })).toEqual({ lastUpdated: null, versionId: null });
+    expect(versionOf({ meta: { lastUpdated: 'yesterday', versionId: 3 } })).toEqual({ lastUpdated: null, versionId: null });
+    expect(versionOf({ meta: { versionId: 'x'.repeat(65) } })).toEqual({ lastUpdated: null, versionId: null });
+  });
+});
+
+describe('isOlderVersion', () => {
+  const v = (lastUpdated: string | null, versionId: string | null = null) => ({ lastUpdated, versionId });
+
+  it('orders by lastUpdated when both have one and they differ', () => {
+    expect(isOlderVersion(v('2024-01-01T00:00:00.000Z', '9'), v('2024-01-02T00:00:00.000Z', '1'))).toBe(true);
+    expect(isOlderVersion(v('2024-01-03T00:00:00.000Z', '1'), v('2024-01-02T00:00:00.000Z', '9'))).toBe(false);
+  });
+
+  it('falls back to whole-number versionIds when the instants are equal or missing', () => {
+    expect(isOlderVersion(v('2024-01-01T00:00:00.000Z', '2'), v('2024-01-01T00:00:00.000Z', '10'))).toBe(true);
+    expect(isOlderVersion(v(null, '2'), v('2024-01-01T00:00:00.000Z', '3'))).toBe(true);
+    expect(isOlderVersion(v(null, '3'), v(null, '3'))).toBe(false);
+    expect(isOlderVersion(v(null, '4'), v(null, '3'))).toBe(false);
+  });
+
+  it('never calls a version older when it cannot be ordered', () => {
+    expect(isOlderVersion(v(null), v('2024-01-01T00:00:00.000Z'))).toBe(false);
+    expect(isOlderVersion(v('2024-01-01T00:00:00.000Z'), v(null))).toBe(false);
+    expect(isOlderVersion(v(null, 'a1'), v(null, 'b2'))).toBe(false);
+    expect(isOlderVersion(v(null, '1'), v(null, 'W/"2"'))).toBe(false);
+  });
+});
+
+function encounter(id: string, status: string, lastUpdated: string | null, index = 0, versionId: string | null = null): ResourceFacts {
+  return {
+    kind: 'resource',
+    index,
+    resourceType: 'Encounter',
+    id,
+    deleted: false,
+    status,
+    patientId: 'p1',
+    record: null,
+    json: JSON.stringify({ resourceType: 'Encounter', id, status, meta: { lastUpdated, versionId } }),
+    contentHash: `${status}-${lastUpdated}-${versionId}`,
+    lastUpdated,
+    versionId,
+  };
+}
+
+const deletion = (resourceType: string, id: string, index = 0): ResourceFacts => ({
+  kind: 'resource',
+  index,
+  resourceType,
+  id,
+  deleted: true,
+  status: null,
+  patientId: null,
+  record: null,
+  json: JSON.stringify({ resourceType, id }),
+  contentHash: null,
+  lastUpdated: null,
+  versionId: null,
+});
+
+const stored = (state: Partial<ResourceState>): ResourceState => ({
+  status: null,
+  patientId: 'p1',
+  sourceTags: null,
+  contentHash: 'stored',
+  lastUpdated: null,
+  versionId: null,
+  ...state,
+});
+
+describe('changesOf: versions and deletions', () => {
+  it('does not apply a late older version: no event, no state change, listed as skipped', () => {
+    const key = stateKey('Encounter', 'e1');
+    const states = new Map([[key, stored({ status: 'finished', lastUpdated: '2024-01-03T00:00:00.000Z' })]]);
+    const changes = changesOf([encounter('e1', 'in-progress', '2024-01-02T00:00:00.000Z', 4)], states);
+    expect(changes.events).toEqual([]);
+    expect(changes.states.size).toBe(0);
+    expect(changes.referencedPatients.size).toBe(0);
+    expect(changes.stale).toEqual([{ index: 4, message: 'Encounter not applied: a newer version of it is stored (its meta.lastUpdated or meta.versionId is older)' }]);
+  });
+
+  it('applies a newer version and keeps its version in the state', () => {
+    const key = stateKey('Encounter', 'e1');
+    const states = new Map([[key, stored({ status: 'in-progress', lastUpdated: '2024-01-02T00:00:00.000Z' })]]);
+    const changes = changesOf([encounter('e1', 'finished', '2024-01-03T00:00:00.000Z', 0, '3')], states);
+    expect(changes.events.map((e) => e.event)).toEqual(['Encounter.updated', 'Encounter.finished']);
+    expect(changes.states.get(key)).toMatchObject({ status: 'finished', lastUpdated: '2024-01-03T00:00:00.000Z', versionId: '3' });
+    expect(changes.stale).toEqual([]);
+  });
+
+  it('within one delivery, a version older than one before it is skipped too (a history replayed)', () => {
+    const changes = changesOf(
+      [encounter('e1', 'finished', '2024-01-03T00:00:00.000Z', 0, '3'), encounter('e1', 'in-progress', '2024-01-02T00:00:00.000Z', 1, '2')],
+      new Map(),
+    );
+    expect(changes.events.map((e) => e.event)).toEqual(['Encounter.created', 'Encounter.finished']);
+    expect(changes.stale.map((s) => s.index)).toEqual([1]);
+    expect(changes.states.get(stateKey('Encounter', 'e1'))).toMatchObject({ status: 'finished', versionId: '3' });
+  });
+
+  it('takes a resource without a version as it comes, and one after a state stored without one', () => {
+    const key = stateKey('Encounter', 'e1');
+    const noVersion = changesOf([encounter('e1', 'planned', null)], new Map([[key, stored({ status: 'finished', lastUpdated: '2024-01-03T00:00:00.000Z' })]]));
+    expect(noVersion.events.map((e) => e.event)).toEqual(['Encounter.updated', 'Encounter.planned']);
+    const before = changesOf([encounter('e1', 'planned', '2020-01-01T00:00:00.000Z')], new Map([[key, stored({ status: 'finished' })]]));
+    expect(before.stale).toEqual([]);
+  });
+
+  it('raises deleted only for a resource that is stored', () => {
+    const key = stateKey('Observation', 'o1');
+    const existing = changesOf([deletion('Observation', 'o1')], new Map([[key, stored({ status: 'final' })]]));
+    expect(existing.events.map((e) => e.event)).toEqual(['Observation.deleted']);
+    expect(existing.states.get(key)).toBeNull();
+    // Deleted already, or never delivered: nothing to delete, no event.
+    const unknown = changesOf([deletion('Observation', 'o1')], new Map());
+    expect(unknown.events).toEqual([]);
+    expect(unknown.states.get(key)).toBeNull();
+    // Created and deleted in one delivery: both events.
+    const both = changesOf([encounter('e9', 'planned', null, 0), deletion('Encounter', 'e9', 1)], new Map());
+    expect(both.events.map((e) => e.event)).toEqual(['Encounter.created', 'Encounter.planned', 'Encounter.deleted']);
+  });
+});
