@@ -16,6 +16,7 @@ import { holdSqliteProcessLock } from '../storage/sqlite-process-lock.js';
 import { giveBackLeasesOfDeadProcesses } from '../storage/dead-process-leases.js';
 import { watchClockSkew } from '../storage/clock-skew.js';
 import { checkSecretKeyOpensStore } from '../modules/secrets/secret-key-check.js';
+import { waitForStore } from './wait-for-store.js';
 
 export interface ServiceParts {
   http: boolean;
@@ -53,7 +54,7 @@ export async function runService(config: Config, parts: ServiceParts, print: (te
   // one failed): during a rolling deploy old and new processes share one log.
   const logger = createLogger(config.logLevel);
   logger.info({ version: CAREPATH_VERSION, schema: SCHEMA_LEVEL, http: parts.http, background: parts.background }, 'carepath starting');
-  const container = await createContainer(config, { logger }).catch((error: unknown) => {
+  const container = await waitForStore(() => createContainer(config, { logger }), logger).catch((error: unknown) => {
     lock?.release();
     throw error;
   });

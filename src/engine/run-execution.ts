@@ -393,6 +393,7 @@ export class RunExecution {
       ...(ends ? { end: endOf(ends) } : {}),
       effect: outcome.write,
       alone: outcome.alone,
+      ...(outcome.locksRecord ? { locksRecord: outcome.locksRecord } : {}),
       ...(step.recorded
         ? { finishStep: { stepId: step.stepId, finish } }
         : {

@@ -31,6 +31,7 @@ import { interruptWaits } from './sql/interrupt-waits.js';
 import { finishStepRow, insertSteps, interruptStepRow } from './sql/step-rows.js';
 import { memoText, repeatRows, runSql } from './sql/prepared.js';
 import { isConflictError, storeWaitMs } from '../lib/store-errors.js';
+import { lockRecordsInOrder } from '../modules/records/record-locks.js';
 
 export type { StepFinish, StepWrite } from './step-write.js';
 
@@ -77,13 +78,15 @@ export class StepCommitter {
       const applied = await commitBatchGivingWay(this.db, writes);
       batch.forEach((pending) => pending.resolve(applied.has(pending.write.lease.runId)));
     } catch (error) {
-      if (batch.length === 1 || storeWaitMs(error) !== null) {
+      if (batch.length === 1 || (storeWaitMs(error) !== null && !isConflictError(error))) {
         for (const pending of batch) pending.reject(error);
       } else {
         // One write the store refuses (a bug its data brings out) failed every run of the batch,
         // and, let go at the same moment, they met in one batch again at every retry: healthy
         // runs never finished (a verification round). Each is committed alone now, and only the
-        // one that fails alone fails. A store that did not answer fails them all, as it would.
+        // one that fails alone fails. So with a batch PostgreSQL kept choosing to roll back
+        // (deadlocks): failed whole, every call's outcome in it was lost and the call made again.
+        // A store that did not answer fails them all, as it would.
         for (const pending of batch) {
           await commitBatchGivingWay(this.db, [pending.write]).then(
             (applied) => pending.resolve(applied.has(pending.write.lease.runId)),
@@ -99,12 +102,13 @@ export class StepCommitter {
 }
 
 /** Tries of a batch that PostgreSQL rolled back for another transaction's sake. */
-const CONFLICT_TRIES = 3;
+const CONFLICT_TRIES = 5;
 
 /**
- * `commitBatch`, tried again at once when PostgreSQL rolled it back to break a deadlock (with a
- * delivery waking the same runs, say): nothing of it was written, and failing the batch would
- * let go of every run in it, so that a call whose answer it carried was made again.
+ * `commitBatch`, tried again when PostgreSQL rolled it back to break a deadlock (with a delivery
+ * changing the same records, say): nothing of it was written, and failing the batch would let go
+ * of every run in it, so that a call whose answer it carried was made again. After a short,
+ * random pause that grows with each try, so that the two transactions do not meet again at once.
  */
 async function commitBatchGivingWay(db: Db, writes: StepWrite[]): Promise<Set<string>> {
   for (let tries = 1; ; tries++) {
@@ -112,6 +116,7 @@ async function commitBatchGivingWay(db: Db, writes: StepWrite[]): Promise<Set<st
       return await commitBatch(db, writes);
     } catch (error) {
       if (tries >= CONFLICT_TRIES || !isConflictError(error)) throw error;
+      await new Promise((resolve) => setTimeout(resolve, Math.random() * 5 * tries));
     }
   }
 }
@@ -129,19 +134,26 @@ function takeBatch(queue: Pending[], max: number): Pending[] {
  * any other batch in one Kysely transaction. Answers the runs whose guard passed.
  */
 export async function commitBatch(db: Db, writes: StepWrite[]): Promise<Set<string>> {
+  const pool = postgresPoolOf(db);
   if (writes.every(isPlainWrite)) {
-    const pool = postgresPoolOf(db);
     if (pool) return commitPlainWritesOnPostgres(pool, writes);
     const connection = sqliteConnectionOf(db);
     if (connection) return commitPlainWritesOnSqlite(db, connection, writes);
   }
-  return db.transaction().execute((tx) => commitWrites(tx, writes));
+  return db.transaction().execute((tx) => commitWrites(tx, writes, { lockRecords: pool !== undefined }));
 }
 
-/** Writes of several runs in one transaction; answers the runs whose guard passed. */
-export async function commitWrites(tx: DbOrTx, writes: StepWrite[]): Promise<Set<string>> {
+/**
+ * Writes of several runs in one transaction; answers the runs whose guard passed. With
+ * `lockRecords` (PostgreSQL), the patients' records the effects change are locked first, all
+ * together and in the order deliveries lock theirs: effects in batch order locked them in any
+ * order, and two batches, or a batch and a delivery, deadlocked.
+ */
+export async function commitWrites(tx: DbOrTx, writes: StepWrite[], options: { lockRecords?: boolean } = {}): Promise<Set<string>> {
   const applied = await guardedUpdate(tx, writes);
   const passed = writes.filter((write) => applied.has(write.lease.runId));
+  const records = passed.flatMap((write) => (write.locksRecord ? [write.locksRecord] : []));
+  if (options.lockRecords && records.length > 0) await lockRecordsInOrder(tx, records);
   for (const write of passed) {
     if (write.interruptStep) await interruptStepRow(tx, write.interruptStep, write.at);
     await write.effect?.(tx, write.at);

@@ -39,8 +39,20 @@ export interface StepWrite {
   closeOpenSteps?: boolean;
   /** The step's own database writes (tags, event waits). */
   effect?: (tx: DbOrTx, at: string) => Promise<void>;
+  /**
+   * The patient's (or practitioner's) record `effect` changes, which deliveries change too: on
+   * PostgreSQL locked with every such record of the batch before any effect runs, in the order
+   * deliveries lock theirs (modules/records/record-locks.ts).
+   */
+  locksRecord?: RecordKey;
   /** The effect may throw to ask for a new plan: commit this write on its own. */
   alone?: boolean;
+}
+
+export interface RecordKey {
+  workspaceId: string;
+  resourceType: string;
+  extId: string;
 }
 
 export interface Guard {

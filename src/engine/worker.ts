@@ -15,6 +15,7 @@ import { randomBytes } from 'node:crypto';
 import { ExpressionCache } from '../lib/fhirpath.js';
 import { addMs } from '../lib/clock.js';
 import { isTransientStoreError, loggableError, storeWaitMs } from '../lib/store-errors.js';
+import { LoopFailureLog } from '../lib/loop-failure-log.js';
 import { GraphCache } from './graph-cache.js';
 import type { EngineServices } from './engine-services.js';
 import { loadClaimedRuns, type LoadedRun } from './run-loader.js';
@@ -91,6 +92,7 @@ export class RunWorker {
   private wakePending = false;
   private readonly wakeNaps = new Set<() => void>();
   private unsubscribe: (() => void) | null = null;
+  private readonly claimFailures: LoopFailureLog;
 
   constructor(
     private readonly services: EngineServices,
@@ -103,6 +105,7 @@ export class RunWorker {
     this.batchSize = Math.min(options.batchSize ?? 20, this.concurrency);
     this.claimConcurrency = options.claimConcurrency ?? (services.dialect === 'postgres' ? 2 : 1);
     this.graphs = new GraphCache(services.db);
+    this.claimFailures = new LoopFailureLog(services.logger, 'claiming runs failed', { workerId: this.id });
     // SQLite has one writer; on PostgreSQL a second commit may be prepared while one flushes.
     this.committer = new StepCommitter(services.db, { concurrency: services.dialect === 'postgres' ? 2 : 1 });
   }
@@ -161,8 +164,9 @@ export class RunWorker {
         this.reserved += limit;
         try {
           claimed = (await this.claimAndStart(limit)).length;
+          this.claimFailures.succeeded();
         } catch (error) {
-          this.services.logger.error({ err: loggableError(error, { frames: true }), workerId: this.id }, 'claiming runs failed');
+          this.claimFailures.failed(error);
         } finally {
           this.reserved -= limit;
           // A claim that took fewer runs than it reserved leaves room for the other loop.

@@ -8,11 +8,22 @@
 import { POSTGRES_CONNECTION_DEFAULTS } from './postgres-defaults.js';
 
 export class StoreUnavailableError extends Error {
-  constructor(message: string) {
+  /**
+   * @param mayPass the store may just not be up yet (nothing listens, starting up, no answer,
+   *   no slots): worth waiting for at start (cli/wait-for-store.ts). Not for a wrong password,
+   *   a database that does not exist or a damaged file: waiting would not help.
+   */
+  constructor(
+    message: string,
+    readonly mayPass = false,
+  ) {
     super(message);
     this.name = 'StoreUnavailableError';
   }
 }
+
+/** Codes of a PostgreSQL server that is not (yet) up or reachable, rather than one that refuses. */
+const MAY_PASS = new Set(['ECONNREFUSED', 'ETIMEDOUT', 'EHOSTUNREACH', 'EAI_AGAIN', 'ECONNRESET', '53300', '57P03']);
 
 /** By the error's `code`: Node's network errors, PostgreSQL's SQLSTATEs, SQLite's result codes. */
 const WHAT_WENT_WRONG: Record<string, string> = {
@@ -55,10 +66,10 @@ export function storeUnavailable(databaseUrl: string, error: unknown): StoreUnav
   const words = error instanceof Error ? error.message : '';
   const where = `cannot open the store in CAREPATH_DATABASE_URL (${withoutPassword(databaseUrl)})`;
   if (typeof code === 'string' && Object.hasOwn(WHAT_WENT_WRONG, code)) {
-    return new StoreUnavailableError(`${where}: ${WHAT_WENT_WRONG[code]} [${code}${words ? `: ${words}` : ''}]`);
+    return new StoreUnavailableError(`${where}: ${WHAT_WENT_WRONG[code]} [${code}${words ? `: ${words}` : ''}]`, MAY_PASS.has(code));
   }
   const uncoded = code === undefined ? WHAT_WENT_WRONG_UNCODED.find(([pattern]) => pattern.test(words)) : undefined;
-  return uncoded ? new StoreUnavailableError(`${where}: ${uncoded[1]} [${words}]`) : null;
+  return uncoded ? new StoreUnavailableError(`${where}: ${uncoded[1]} [${words}]`, true) : null;
 }
 
 /**

@@ -15,6 +15,7 @@ import type { OpenStep } from '../engine-state.js';
 import type { ReceivedEvent, StepResult } from '../executor.js';
 import type { RunInHand, SubjectView } from '../run-context.js';
 import type { EngineServices } from '../engine-services.js';
+import type { RecordKey } from '../step-write.js';
 import { subjectReference } from '../../modules/triggers/subject-reference.js';
 import { settingsProblems } from '../../modules/blueprints/automation.validate.js';
 import { findPlaceholders } from '../../lib/placeholders.js';
@@ -60,6 +61,8 @@ export interface LocalOutcome {
   subjectAfter?: SubjectView;
   /** `write` may throw ReplanNeeded: commit this step in a transaction of its own. */
   alone?: boolean;
+  /** The record `write` changes that deliveries change too (step-write.ts). */
+  locksRecord?: RecordKey;
 }
 
 export interface WaitStart {

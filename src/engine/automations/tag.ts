@@ -39,6 +39,7 @@ export const tagAutomation: AutomationHandler = {
         await adoptTagsFromSource(tx, step.run.workspaceId, subject, add.filter((tag) => !remove.includes(tag)));
         await recordEngineAudit(tx, step.run, at, tagsChangedAudit(who, { id: subject.id, target: 'subject' }, add, remove));
       },
+      locksRecord: { workspaceId: step.run.workspaceId, resourceType: subject.resourceType, extId: subject.extId },
       subjectAfter: { ...subject, tags: [...new Set([...subject.tags.filter((tag) => !remove.includes(tag)), ...add])].sort() },
     };
   },

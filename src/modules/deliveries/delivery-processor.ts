@@ -33,6 +33,7 @@ import { deliverWakes, handOver, sweepPendingWakes } from './event-wake.js';
 import { appliedItemsOf, deleteProgress, handedOverWakes, leftProgress, PART_ITEMS } from './delivery-parts.js';
 import type { DeliveryReader } from './delivery-reader.js';
 import { isStoreFullError, loggableError, storeWaitMs, isConflictError } from '../../lib/store-errors.js';
+import { LoopFailureLog } from '../../lib/loop-failure-log.js';
 
 export interface DeliveryProcessorDeps extends WorkerBasics {
   /** Reads stored bodies that were not handed over in memory (delivery-reader.ts). */
@@ -131,6 +132,7 @@ export class DeliveryProcessor {
   private wakeSleepers = new Set<() => void>();
   /** This processor as the one the intake of this process claims deliveries for. */
   private readonly claimant: IntakeClaimant;
+  private readonly loopFailures: LoopFailureLog;
 
   constructor(
     private readonly deps: DeliveryProcessorDeps,
@@ -146,6 +148,7 @@ export class DeliveryProcessor {
     this.transactionItems = options.transactionItems ?? PART_ITEMS;
     this.handoff = parsedHandoffFor(deps.db);
     this.claimant = { owner: this.owner, leaseMs: this.leaseMs };
+    this.loopFailures = new LoopFailureLog(deps.logger, 'delivery processor could not claim work');
   }
 
   private get runStarter(): RunStarterDeps {
@@ -467,8 +470,9 @@ export class DeliveryProcessor {
           lastSweep = performance.now();
           await this.sweep();
         }
+        this.loopFailures.succeeded();
       } catch (error) {
-        this.deps.logger.error({ err: loggableError(error) }, 'delivery processor could not claim work');
+        this.loopFailures.failed(error);
       }
       if (claimed === 0 && !this.stopping && (await this.sleep()) === 'signal' && this.gatherMs > 0) {
         await new Promise((resolve) => setTimeout(resolve, this.gatherMs));

@@ -28,16 +28,14 @@
 import { sql } from 'kysely';
 import type { DbOrTx } from '../../storage/database.js';
 import { splitKey } from '../../ingestion/resource-changes.js';
-
-const RECORD_TYPES = new Set(['Patient', 'Practitioner']);
+import { keyRows, lockStoredResources } from '../records/record-locks.js';
 
 /** `touched`: per workspace, the state keys (`stateKey`) its deliveries in this group touch. */
 export async function lockTouchedResources(tx: DbOrTx, touched: ReadonlyMap<string, ReadonlySet<string>>): Promise<void> {
   for (const workspaceId of [...touched.keys()].sort()) {
     const keys = [...touched.get(workspaceId)!].map(splitKey);
     await lockNewResources(tx, workspaceId, keys);
-    await lockRows(tx, 'resource_states', 'resource_id', workspaceId, keys);
-    await lockRows(tx, 'records', 'ext_id', workspaceId, keys.filter(([type]) => RECORD_TYPES.has(type)));
+    await lockStoredResources(tx, workspaceId, keys);
     // Buckets held already are taken again at no cost; only a resource deleted meanwhile adds one.
     await lockNewResources(tx, workspaceId, keys);
   }
@@ -51,7 +49,7 @@ const NEW_RESOURCE_BUCKETS = 1024;
 async function lockNewResources(tx: DbOrTx, workspaceId: string, keys: readonly [string, string][]): Promise<void> {
   if (keys.length === 0) return;
   // The stored state is looked up key by key (a lateral LIMIT 1 the planner cannot turn into a
-  // join over the whole table; see lockRows).
+  // join over the whole table; see records/record-locks.ts).
   await sql`
     select pg_advisory_xact_lock(${NEW_RESOURCE_LOCK_CLASS}, b.bucket), b.bucket
     from (
@@ -66,39 +64,3 @@ async function lockNewResources(tx: DbOrTx, workspaceId: string, keys: readonly 
     ) b`.execute(tx);
 }
 
-/**
- * The rows of `table` with these (type, id) keys in the workspace, locked in key order: the keys
- * sorted here, then each row found through the key's index entry (a lateral subquery per key).
- * Written as `(type, id) in (select … from unnest(…))`, the plan hung on the table's statistics:
- * a table grown since it was last analyzed (a large delivery's parts, each locking its 1,000
- * keys) was read whole once a part, 25–45 ms a statement and growing (2026-11-27).
- */
-async function lockRows(
-  tx: DbOrTx,
-  table: 'resource_states' | 'records',
-  idColumn: 'resource_id' | 'ext_id',
-  workspaceId: string,
-  keys: readonly [string, string][],
-): Promise<void> {
-  if (keys.length === 0) return;
-  const id = sql.ref(`r.${idColumn}`);
-  await sql`
-    select 1 from ${keyRows(inKeyOrder(keys), true)}
-    cross join lateral (
-      select 1 from ${sql.table(table)} r
-      where r.workspace_id = ${workspaceId} and r.resource_type = k.t and ${id} = k.i
-      for update
-    ) locked
-    order by k.n`.execute(tx);
-}
-
-/** Keys sorted one way in every process (by code units), so two groups lock them in the same order. */
-function inKeyOrder(keys: readonly [string, string][]): [string, string][] {
-  return [...keys].sort(([ta, ia], [tb, ib]) => (ta < tb ? -1 : ta > tb ? 1 : ia < ib ? -1 : ia > ib ? 1 : 0));
-}
-
-/** The (type, id) keys as rows `k (t, i)`: two array parameters, whatever their number. */
-function keyRows(keys: readonly [string, string][], numbered = false) {
-  const unnest = sql`unnest(${keys.map(([type]) => type)}::text[], ${keys.map(([, key]) => key)}::text[])`;
-  return numbered ? sql`${unnest} with ordinality as k (t, i, n)` : sql`${unnest} as k (t, i)`;
-}

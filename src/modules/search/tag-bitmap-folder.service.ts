@@ -8,7 +8,7 @@
 import type { BackgroundService } from '../../background.js';
 import { foldTagChanges } from './tag-bitmap.repository.js';
 import { sql } from 'kysely';
-import { loggableError } from '../../lib/store-errors.js';
+import { LoopFailureLog } from '../../lib/loop-failure-log.js';
 import { dialectOfDb } from '../../storage/dialect.js';
 
 export interface TagBitmapFolderOptions {
@@ -38,6 +38,7 @@ export function tagBitmapFolderService(options: TagBitmapFolderOptions = {}): Ba
       let stopping = false;
       let wake: (() => void) | null = null;
       let foldedSinceVacuum = 0;
+      const failures = new LoopFailureLog(container.logger, 'could not fold tag changes');
       const loop = async () => {
         while (!stopping) {
           let folded = 0;
@@ -48,8 +49,9 @@ export function tagBitmapFolderService(options: TagBitmapFolderOptions = {}): Ba
               foldedSinceVacuum = 0;
               await sql`vacuum (analyze) record_tag_changes`.execute(container.db);
             }
+            failures.succeeded();
           } catch (error) {
-            container.logger.error({ err: loggableError(error) }, 'could not fold tag changes');
+            failures.failed(error);
           }
           // A full batch means more is waiting: go on at once.
           if (stopping || folded >= batch) continue;
