@@ -155,7 +155,7 @@ function addBundle(out: Parsing, bundle: JsonObject, depth: number): void {
     const fullUrl = typeof value.fullUrl === 'string' ? value.fullUrl : undefined;
     const notData = notDataEntry(value);
     if (notData !== null) out.problems.push({ index, message: notData });
-    else if (method === 'DELETE') addDeletion(out, value.request as JsonObject, index);
+    else if (method === 'DELETE') addDeletion(out, value.request as JsonObject, value.response, index);
     else if (isObject(value.resource) && value.resource.resourceType === 'Bundle') {
       if (depth >= MAX_BUNDLE_DEPTH) {
         throw invalidRequest(`Bundles nest at most ${MAX_BUNDLE_DEPTH} deep; a Bundle entry holds a Bundle at depth ${depth + 1}`);
@@ -193,7 +193,12 @@ function notDataEntry(entry: JsonObject): string | null {
   return null;
 }
 
-function addDeletion(out: Parsing, request: JsonObject, index: number): void {
+/**
+ * A DELETE entry as an item: the resource's type and id, and, in a history bundle, the version
+ * the deletion made (`response.lastModified`, `response.etag` `W/"<versionId>"`) as its `meta`,
+ * so a late replay of an older deletion is told from a newer one (resource-version.ts).
+ */
+function addDeletion(out: Parsing, request: JsonObject, response: unknown, index: number): void {
   const url = typeof request.url === 'string' ? request.url : '';
   if (url.includes('?')) {
     out.problems.push({ index, message: 'conditional DELETE (request.url with a search) is not supported' });
@@ -204,7 +209,17 @@ function addDeletion(out: Parsing, request: JsonObject, index: number): void {
     out.problems.push({ index, message: 'DELETE entry request.url must be <ResourceType>/<id>' });
     return;
   }
-  out.items.push({ kind: 'resource', resource: { resourceType: match[1], id: match[2] }, deleted: true, index });
+  out.items.push({ kind: 'resource', resource: { resourceType: match[1], id: match[2], ...deletionVersion(response) }, deleted: true, index });
+}
+
+const WEAK_ETAG = /^W\/"([^"]{1,64})"$/;
+
+function deletionVersion(response: unknown): { meta?: { lastUpdated?: string; versionId?: string } } {
+  if (!isObject(response)) return {};
+  const lastUpdated = typeof response.lastModified === 'string' ? response.lastModified : undefined;
+  const versionId = typeof response.etag === 'string' ? WEAK_ETAG.exec(response.etag)?.[1] : undefined;
+  if (lastUpdated === undefined && versionId === undefined) return {};
+  return { meta: { ...(lastUpdated !== undefined && { lastUpdated }), ...(versionId !== undefined && { versionId }) } };
 }
 
 function addResource(out: Parsing, resource: JsonObject, fullUrl: string | undefined): void {

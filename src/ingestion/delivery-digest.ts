@@ -37,9 +37,9 @@ export interface ResourceFacts {
   json: string;
   /** a hash of `json`, to know the resource sent again unchanged; null for deletions */
   contentHash: string | null;
-  /** `meta.lastUpdated` as an ISO instant, to know a late older version (resource-version.ts); null when absent and for deletions */
+  /** `meta.lastUpdated` as a UTC instant, to know a late older version (resource-version.ts); for a deletion its history entry's `response.lastModified`; null when absent */
   lastUpdated: string | null;
-  /** `meta.versionId`; null when absent and for deletions */
+  /** `meta.versionId`; for a deletion the version in its history entry's `response.etag`; null when absent */
   versionId: string | null;
 }
 
@@ -84,7 +84,10 @@ export function digestDelivery(parsed: DeliveryItems, validator: FhirValidator):
 function factsOf(item: Extract<DeliveryItem, { kind: 'resource' }>, byFullUrl: ReadonlyMap<string, FhirResource>): ResourceFacts {
   const { resource, index, deleted } = item;
   const { resourceType, id } = resource;
-  if (deleted) return { kind: 'resource', index, resourceType, id, deleted, status: null, patientId: null, record: null, json: JSON.stringify({ resourceType, id }), contentHash: null, lastUpdated: null, versionId: null };
+  if (deleted) {
+    const json = JSON.stringify({ resourceType, id });
+    return { kind: 'resource', index, resourceType, id, deleted, status: null, patientId: null, record: null, json, contentHash: null, ...versionOf(resource) };
+  }
   const { status } = resource;
   // Safe to stringify: validation refuses resources nested past ~900 levels, well before
   // JSON.stringify would run out of stack (~2,000 on a default Node stack).

@@ -122,6 +122,14 @@ export function changesOf(items: readonly DigestItem[], stored: ReadonlyMap<stri
     const before = current(key);
     const raised = { resourceType: type, status: item.status };
 
+    // A late delivery of an older version than the one stored changes nothing: applied, it put
+    // back older data and raised older statuses again; an older deletion (a history replayed)
+    // deleted a newer version (resource-version.ts).
+    if (before !== null && isOlderVersion(item, before)) {
+      const what = item.deleted ? `${type} deletion not applied: a newer version of it is stored (its response.lastModified or etag is older)` : `${type} not applied: a newer version of it is stored (its meta.lastUpdated or meta.versionId is older)`;
+      stale.push({ index: item.index, message: what });
+      continue;
+    }
     if (item.deleted) {
       // A deleted Patient's record leaves search with it, so its own event has no subject.
       const patientId = type === 'Patient' ? null : before?.patientId ?? null;
@@ -139,12 +147,6 @@ export function changesOf(items: readonly DigestItem[], stored: ReadonlyMap<stri
       continue;
     }
 
-    // A late delivery of an older version than the one stored changes nothing: applied, it put
-    // back older data and raised older statuses again (resource-version.ts).
-    if (before !== null && isOlderVersion(item, before)) {
-      stale.push({ index: item.index, message: `${type} not applied: a newer version of it is stored (its meta.lastUpdated or meta.versionId is older)` });
-      continue;
-    }
     const { patientId, record } = item;
     if (patientId !== null) referencedPatients.add(patientId);
     // Sent again as it was (a nightly full export, a retry under a new key): nothing happened to

@@ -13,7 +13,10 @@
  */
 
 export interface ResourceVersion {
-  /** `meta.lastUpdated` as an ISO 8601 UTC instant (ms), or null when absent or not an instant */
+  /**
+   * `meta.lastUpdated` as a UTC instant with nine fractional digits (`2024-05-01T06:00:00.123456700Z`),
+   * so that instants compare as text to the digit they were sent with; null when absent or not an instant
+   */
   lastUpdated: string | null;
   /** `meta.versionId` as delivered, or null */
   versionId: string | null;
@@ -27,11 +30,29 @@ export function versionOf(resource: object): ResourceVersion {
   const meta = (resource as { meta?: unknown }).meta;
   if (meta === null || typeof meta !== 'object') return NO_VERSION;
   const { lastUpdated, versionId } = meta as { lastUpdated?: unknown; versionId?: unknown };
-  const at = typeof lastUpdated === 'string' ? Date.parse(lastUpdated) : Number.NaN;
   return {
-    lastUpdated: Number.isNaN(at) ? null : new Date(at).toISOString(),
+    lastUpdated: typeof lastUpdated === 'string' ? utcInstant(lastUpdated) : null,
     versionId: typeof versionId === 'string' && versionId.length <= 64 ? versionId : null,
   };
+}
+
+const INSTANT = /^(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}):(\d{2})(?:\.(\d{1,9}))?(Z|[+-]\d{2}:\d{2})$/;
+
+/**
+ * A FHIR instant in UTC with nine fractional digits, or null. JavaScript dates keep
+ * milliseconds: `.123456` and `.1234` were one instant, and the older of two versions a server
+ * stamped to the microsecond (some send seven digits) was applied over the newer. A leap second
+ * (`23:59:60`, which FHIR allows) is the last instant of the second before it.
+ */
+export function utcInstant(text: string): string | null {
+  const parts = INSTANT.exec(text);
+  if (!parts) return null;
+  const [, minute, second, fraction = '', zone] = parts;
+  const leap = second === '60';
+  const at = Date.parse(`${minute}:${leap ? '59' : second}${zone}`);
+  if (Number.isNaN(at)) return null;
+  const digits = leap ? '999999999' : fraction.padEnd(9, '0');
+  return `${new Date(at).toISOString().slice(0, 19)}.${digits}Z`;
 }
 
 /**

@@ -75,7 +75,7 @@ describeEachStore('resource versions and deletions from feeds out of order', (en
     expect(await runsOf(ws, `triggerId=${finished.triggerId}`)).toHaveLength(1);
     expect(await runsOf(ws, `triggerId=${inProgress.triggerId}`)).toHaveLength(0);
     const state = await env.db.selectFrom('resource_states').select(['status', 'version_id', 'last_updated']).where('workspace_id', '=', ws.workspaceId).where('resource_id', '=', 'ev-1').executeTakeFirstOrThrow();
-    expect(state).toEqual({ status: 'finished', version_id: '3', last_updated: '2024-05-03T06:00:00.000Z' });
+    expect(state).toEqual({ status: 'finished', version_id: '3', last_updated: '2024-05-03T06:00:00.000000000Z' });
   });
 
   it('a history bundle replayed raises nothing again; in either order its newest version stays', async () => {
@@ -107,6 +107,23 @@ describeEachStore('resource versions and deletions from feeds out of order', (en
     });
     const state = await env.db.selectFrom('resource_states').select('status').where('workspace_id', '=', ws.workspaceId).where('resource_id', '=', 'eh-2').executeTakeFirstOrThrow();
     expect(state.status).toBe('finished');
+  });
+
+  it('a history page replayed late does not delete a newer version, nor raise its older statuses', async () => {
+    const ws = await env.workspace();
+    const feed = await createEndpoint(ws);
+    const deleted = await eventTrigger(ws, 'Encounter.deleted');
+    await send(ws, feed, history(put(encounter('eo-1', 3, 'in-progress'))));
+    // The older page: the deletion that made v2 (newest first), and v1.
+    const olderPage = history(
+      { request: { method: 'DELETE', url: 'Encounter/eo-1' }, response: { status: '204', lastModified: at(2), etag: 'W/"2"' } },
+      put(encounter('eo-1', 1, 'planned')),
+    );
+    await send(ws, feed, olderPage);
+    expect(await lastDelivery(ws, feed)).toMatchObject({ events: [], skippedCount: 2 });
+    expect(await runsOf(ws, `triggerId=${deleted.triggerId}`)).toHaveLength(0);
+    const state = await env.db.selectFrom('resource_states').select(['status', 'version_id']).where('workspace_id', '=', ws.workspaceId).where('resource_id', '=', 'eo-1').executeTakeFirstOrThrow();
+    expect(state).toEqual({ status: 'in-progress', version_id: '3' });
   });
 
   it('a DELETE raises deleted once: not again, and not for what was never delivered', async () => {

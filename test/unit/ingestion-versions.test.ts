@@ -1,12 +1,40 @@
 import { describe, expect, it } from 'vitest';
-import { isOlderVersion, versionOf } from '../../src/ingestion/resource-version.js';
+import { isOlderVersion, utcInstant, versionOf } from '../../src/ingestion/resource-version.js';
+import { parseDeliveryBody } from '../../src/ingestion/delivery-body.js';
 import { changesOf, stateKey, type ResourceState } from '../../src/ingestion/resource-changes.js';
 import type { ResourceFacts } from '../../src/ingestion/delivery-digest.js';
 
 describe('versionOf', () => {
-  it('reads meta.lastUpdated as a UTC instant and meta.versionId as given', () => {
-    expect(versionOf({ meta: { lastUpdated: '2024-03-01T10:00:00+01:00', versionId: '7' } })).toEqual({ lastUpdated: '2024-03-01T09:00:00.000Z', versionId: '7' });
-    expect(versionOf({ meta: { lastUpdated: '2024-03-01T09:00:00.123456Z' } })).toEqual({ lastUpdated: '2024-03-01T09:00:00.123Z', versionId: null });
+  it('reads meta.lastUpdated as a UTC instant to the digit and meta.versionId as given', () => {
+    expect(versionOf({ meta: { lastUpdated: '2024-03-01T10:00:00+01:00', versionId: '7' } })).toEqual({ lastUpdated: '2024-03-01T09:00:00.000000000Z', versionId: '7' });
+    expect(versionOf({ meta: { lastUpdated: '2024-03-01T09:00:00.123456Z' } })).toEqual({ lastUpdated: '2024-03-01T09:00:00.123456000Z', versionId: null });
+  });
+
+  it('keeps digits past the millisecond, and takes a leap second as the end of the second before', () => {
+    // Milliseconds alone made these one instant, and the older version was applied over the newer.
+    const newer = utcInstant('2024-03-01T09:00:00.123456Z')!;
+    const older = utcInstant('2024-03-01T09:00:00.1234Z')!;
+    expect(older < newer).toBe(true);
+    expect(utcInstant('2024-03-01T14:30:00.1234567+05:30')).toBe('2024-03-01T09:00:00.123456700Z');
+    expect(utcInstant('2016-12-31T23:59:60Z')).toBe('2016-12-31T23:59:59.999999999Z');
+    expect(utcInstant('2016-12-31T23:59:60Z')! > utcInstant('2016-12-31T23:59:59.5Z')!).toBe(true);
+    expect(utcInstant('2024-03-01')).toBeNull();
+    expect(utcInstant('2024-03-01T09:00:00')).toBeNull();
+  });
+
+  it('gives a DELETE of a history bundle the version in its response', () => {
+    const { items } = parseDeliveryBody({
+      resourceType: 'Bundle',
+      type: 'history',
+      entry: [
+        { request: { method: 'DELETE', url: 'Encounter/e1' }, response: { status: '204', lastModified: '2024-05-02T08:00:00Z', etag: 'W/"2"' } },
+        { request: { method: 'DELETE', url: 'Encounter/e2' }, response: { status: '204' } },
+      ],
+    });
+    expect(items.map((item) => (item.kind === 'resource' ? versionOf(item.resource) : null))).toEqual([
+      { lastUpdated: null, versionId: null },
+      { lastUpdated: '2024-05-02T08:00:00.000000000Z', versionId: '2' },
+    ]);
   });
 
   it('gives nulls for what is absent or not a version', () => {
@@ -118,6 +146,19 @@ describe('changesOf: versions and deletions', () => {
     expect(noVersion.events.map((e) => e.event)).toEqual(['Encounter.updated', 'Encounter.planned']);
     const before = changesOf([encounter('e1', 'planned', '2020-01-01T00:00:00.000Z')], new Map([[key, stored({ status: 'finished' })]]));
     expect(before.stale).toEqual([]);
+  });
+
+  it('does not apply an older deletion: a history page replayed after a newer version', () => {
+    const key = stateKey('Encounter', 'e1');
+    const states = new Map([[key, stored({ status: 'in-progress', lastUpdated: '2024-01-03T00:00:00.000000000Z', versionId: '3' })]]);
+    const olderDeletion = { ...deletion('Encounter', 'e1', 2), lastUpdated: '2024-01-02T00:00:00.000000000Z', versionId: '2' };
+    const changes = changesOf([olderDeletion], states);
+    expect(changes.events).toEqual([]);
+    expect(changes.states.size).toBe(0);
+    expect(changes.stale).toEqual([{ index: 2, message: 'Encounter deletion not applied: a newer version of it is stored (its response.lastModified or etag is older)' }]);
+    // A newer one, or one without a version (a transaction's DELETE), deletes.
+    expect(changesOf([{ ...olderDeletion, versionId: '4', lastUpdated: null }], states).events.map((e) => e.event)).toEqual(['Encounter.deleted']);
+    expect(changesOf([deletion('Encounter', 'e1')], states).events.map((e) => e.event)).toEqual(['Encounter.deleted']);
   });
 
   it('raises deleted only for a resource that is stored', () => {

@@ -111,14 +111,15 @@ export class Scheduler {
       return 'unreadable';
     }
     const idempotencyKey = tickKey(due.id, tick);
-    // A tick at or before the last one run ran already: `next_run_at` was set back to it (a PATCH
-    // served by a process whose clock is behind, or just before the tick ran elsewhere). Claimed,
-    // so the trigger moves on, but run again never (migration 0018).
-    const ranAlready = due.last_tick_at !== null && tick.toISOString() <= due.last_tick_at;
-    const lastTickAt = ranAlready ? due.last_tick_at! : tick.toISOString();
+    let ranAlready = false;
 
     const planned = await db.transaction().execute(async (tx) => {
-      if (!(await claimTick(tx, due.id, due.next_run_at, next?.toISOString() ?? null, lastTickAt))) return null;
+      const claim = await claimTick(tx, due.id, due.next_run_at, next?.toISOString() ?? null, tick.toISOString());
+      if (claim === 'taken') return null;
+      // A tick at or before the last one run ran already: `next_run_at` was set back to it (a
+      // PATCH served by a process whose clock is behind, or just before the tick ran elsewhere).
+      // Claimed, so the trigger moves on, but run again never (migration 0018).
+      ranAlready = claim === 'ran-already';
       if (ranAlready) return { plannedRunIds: [], matched: 0, skipped: 0 };
       const trigger = await loadTriggerForEvaluation(tx, due.id);
       if (!trigger || !trigger.blueprint || !trigger.query) {
@@ -143,7 +144,7 @@ export class Scheduler {
     });
     if (!planned) return 'taken';
     if (ranAlready) {
-      logger.warn({ triggerId: due.id, tick: tick.toISOString(), lastTickAt }, 'schedule tick ran already (the trigger\'s next run was set back to it); nothing started');
+      logger.warn({ triggerId: due.id, tick: tick.toISOString() }, 'schedule tick ran already (the trigger\'s next run was set back to it); nothing started');
       return { triggerId: due.id, tick: tick.toISOString(), idempotencyKey, started: 0, skipped: 0 };
     }
     const started = await createPlannedRuns(this.deps, this.owner, planned.plannedRunIds, this.planLeaseMs);

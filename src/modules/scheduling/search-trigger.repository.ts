@@ -13,15 +13,13 @@ export interface DueTrigger {
   id: string;
   schedule: string;
   next_run_at: string;
-  /** the latest tick run, or null */
-  last_tick_at: string | null;
 }
 
 /** Active, live search triggers with a schedule whose next tick is at or before `now`, most overdue first. */
 export async function findDueSearchTriggers(db: DbOrTx, now: string, limit: number): Promise<DueTrigger[]> {
   const rows = await db
     .selectFrom('triggers')
-    .select(['id', 'schedule', 'next_run_at', 'last_tick_at'])
+    .select(['id', 'schedule', 'next_run_at'])
     .where('next_run_at', '<=', now)
     .where('type', '=', 'search')
     .where('active', '=', 1)
@@ -35,21 +33,36 @@ export async function findDueSearchTriggers(db: DbOrTx, now: string, limit: numb
 
 /**
  * Claims a tick for this process: moves `next_run_at` from the value that was read to the next
- * tick, and `last_tick_at` on to the tick, only if nobody moved `next_run_at` first. Exactly one
- * of any number of racing schedulers (in one process or many, on either store) sees one row
- * changed. As the first statement of the tick's transaction it also takes SQLite's write lock
- * (PostgreSQL: the row lock) until commit.
+ * tick, only if nobody moved it first. Exactly one of any number of racing schedulers (in one
+ * process or many, on either store) sees one row changed. As the first statement of the tick's
+ * transaction it also takes SQLite's write lock (PostgreSQL: the row lock) until commit.
+ *
+ * `claimed`: the tick is this process's to run, and `last_tick_at` is moved on to it.
+ * `ran-already`: the tick is not after `last_tick_at` (`next_run_at` was set back to a tick that
+ * ran): the trigger is moved on, and nothing is to run. Judged on the row as the UPDATE finds it,
+ * never on what was read before: read first, a tick that another scheduler ran and a PATCH then
+ * set back passed the check and ran twice (a verification round). `taken`: someone moved it.
  */
-export async function claimTick(db: DbOrTx, triggerId: string, readNextRunAt: string, nextRunAt: string | null, lastTickAt: string): Promise<boolean> {
-  const result = await db
-    .updateTable('triggers')
-    .set({ next_run_at: nextRunAt, last_tick_at: lastTickAt })
-    .where('id', '=', triggerId)
-    .where('next_run_at', '=', readNextRunAt)
-    .where('active', '=', 1)
-    .where('deleted_at', 'is', null)
-    .executeTakeFirst();
-  return Number(result.numUpdatedRows) === 1;
+export async function claimTick(
+  db: DbOrTx,
+  triggerId: string,
+  readNextRunAt: string,
+  nextRunAt: string | null,
+  tick: string,
+): Promise<'claimed' | 'ran-already' | 'taken'> {
+  const moved = (ran: boolean) =>
+    db
+      .updateTable('triggers')
+      .set(ran ? { next_run_at: nextRunAt } : { next_run_at: nextRunAt, last_tick_at: tick })
+      .where('id', '=', triggerId)
+      .where('next_run_at', '=', readNextRunAt)
+      .where('active', '=', 1)
+      .where('deleted_at', 'is', null)
+      .where((eb) => (ran ? eb('last_tick_at', '>=', tick) : eb.or([eb('last_tick_at', 'is', null), eb('last_tick_at', '<', tick)])))
+      .executeTakeFirst()
+      .then((result) => Number(result.numUpdatedRows) === 1);
+  if (await moved(false)) return 'claimed';
+  return (await moved(true)) ? 'ran-already' : 'taken';
 }
 
 export interface SearchTrigger extends TriggerForRuns {
