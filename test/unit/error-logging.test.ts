@@ -55,6 +55,10 @@ describe('unexpected errors in the log', () => {
     // The error's own type, not "Object", and no empty stack (pino's serializer took the logged
     // fields for an error and rewrote them).
     expect(logged?.err).toEqual({ type: 'Error', code: 'ECONNREFUSED', message: 'connect ECONNREFUSED 127.0.0.1:5432' });
+
+    // In an outage every request meets it: one line a second at most, each request still 503.
+    for (let i = 0; i < 20; i++) expect((await app.inject({ method: 'GET', url: '/down' })).statusCode).toBe(503);
+    expect(lines.filter((line) => line.msg === 'the store did not answer')).toHaveLength(1);
   });
 });
 

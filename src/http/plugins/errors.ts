@@ -13,6 +13,8 @@ interface ValidationIssue {
 }
 
 /** What a pattern means, for the fields whose regular expression alone would leave a caller guessing. */
+const STORE_WARNING_EVERY_MS = 1_000;
+
 const PATTERN_MEANINGS = new Map<string, string>([
   [TagSlug.pattern!, 'must be a tag: 1–64 lowercase letters, digits, ".", "_", ":" or "-", starting with a letter or digit (such as high-risk)'],
   [EventName.pattern!, 'must be an event name, <ResourceType>.<event>, such as Encounter.finished (GET /v1/events/catalog lists them)'],
@@ -107,11 +109,21 @@ export function answerFrameworkError(error: FastifyError, request: FastifyReques
  * driver's or parser's message may quote the data it choked on); the client sees only `internal`.
  */
 export function registerErrorHandling(app: FastifyInstance): void {
+  // One `the store did not answer` line a second at most, saying how many went unlogged since the
+  // last: in an outage every request meets it (550 lines a process in 75 s, an outage review),
+  // and each request's own line already says 503 `store_unavailable`.
+  let lastStoreWarning = 0;
+  let unlogged = 0;
   app.setErrorHandler((error: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
     const known = error instanceof ApiError ? error : mapFrameworkError(error);
     if (known) return sendError(reply, known);
     if (isTransientStoreError(error)) {
-      request.log.warn({ err: loggableError(error) }, 'the store did not answer');
+      const now = Date.now();
+      if (now - lastStoreWarning >= STORE_WARNING_EVERY_MS) {
+        request.log.warn({ err: loggableError(error), ...(unlogged > 0 ? { unloggedSinceLast: unlogged } : {}) }, 'the store did not answer');
+        lastStoreWarning = now;
+        unlogged = 0;
+      } else unlogged++;
       return sendError(reply, new ApiError('store_unavailable', 'the database did not answer; retry shortly', { 'retry-after': '1' }));
     }
     if (isStoreFullError(error)) {
