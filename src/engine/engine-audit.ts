@@ -14,11 +14,11 @@ import { findWorkspace } from '../modules/tenancy/tenancy.repository.js';
 import type { DbOrTx } from '../storage/database.js';
 import type { RunInHand } from './run-context.js';
 
-export async function recordEngineAudit(tx: DbOrTx, run: Pick<RunInHand, 'id' | 'workspaceId'>, at: string, input: AuditInput): Promise<void> {
+export async function recordEngineAudit(tx: DbOrTx, run: Pick<RunInHand, 'id' | 'workspaceId'>, at: string, input: AuditInput | AuditInput[]): Promise<void> {
   // The tenant is the workspace's: one primary-key read, only for the steps audited here.
   const workspace = await findWorkspace(tx, run.workspaceId);
   if (!workspace) return;
-  await recordAudit(tx, systemContext(workspace.tenant_id, run.workspaceId, `run:${run.id}`), at, [input]);
+  await recordAudit(tx, systemContext(workspace.tenant_id, run.workspaceId, `run:${run.id}`), at, Array.isArray(input) ? input : [input]);
 }
 
 /** What an `http` step sent out: the origin only (its path and query may hold patient data). */
@@ -49,6 +49,36 @@ export function httpSentAudit(
       origin: sent.origin,
       tries: sent.tries,
       status: sent.status,
+    },
+  };
+}
+
+/**
+ * The attempt of a call that never recorded its outcome (its worker died, lost the run, or let it
+ * go paused mid-call), audited when the call is made again: it may have reached the partner,
+ * which the redo's own event alone did not say (a partner could have had the data twice, the
+ * trail said once). How many requests it sent and what came back are not known (null); the
+ * method and origin are the redo's, filled from the same run data.
+ */
+export function interruptedCallAudit(
+  step: { runId: string; nodeId: string; automationId: string; subjectRecordId: string | null },
+  target: Pick<CallDisclosure, 'method' | 'origin'>,
+  interruptedStepId: string,
+): AuditInput {
+  return {
+    action: 'http.send',
+    resourceType: 'run',
+    resourceId: step.runId,
+    outcome: 'failure',
+    details: {
+      nodeId: step.nodeId,
+      automationId: step.automationId,
+      subjectRecordId: step.subjectRecordId,
+      method: target.method,
+      origin: target.origin,
+      tries: null,
+      status: null,
+      interruptedStepId,
     },
   };
 }

@@ -15,7 +15,7 @@ import { uuidv7 } from '../lib/ids.js';
 import type { RunStepTable } from '../storage/database.js';
 import { AUTOMATIONS } from './automations/index.js';
 import { CallAbandoned, ReplanNeeded, StepFailure, type CallOutcome, type LocalOutcome, type StepRequest } from './automations/automation.js';
-import { httpSentAudit, recordEngineAudit } from './engine-audit.js';
+import { httpSentAudit, interruptedCallAudit, recordEngineAudit } from './engine-audit.js';
 import { hasEventWaits, type EngineState, type OpenStep, type RunEnd } from './engine-state.js';
 import type { EngineServices } from './engine-services.js';
 import { beginStep, finishStep, plan, planAfterStep, type Move, type ReceivedEvent, type StepResult } from './executor.js';
@@ -313,11 +313,12 @@ export class RunExecution {
     // So is what it sent out, in the same transaction (engine-audit.ts).
     const recordOutcome = async (outcome: StepResult, limitState: boolean) => {
       const kept = withinOutputLimit(outcome, request, finishedAt);
-      const disclosure = sent && httpSentAudit(
-        { runId: this.run.id, nodeId: move.nodeId, automationId: move.automation.id, subjectRecordId: this.run.subject?.id ?? null },
-        sent,
-        kept.result.outcome === 'ok',
-      );
+      const who = { runId: this.run.id, nodeId: move.nodeId, automationId: move.automation.id, subjectRecordId: this.run.subject?.id ?? null };
+      // A redo's interrupted attempt may have sent the data too: audited with it (to where the redo sends).
+      const disclosure = sent && [
+        ...(move.redo ? [interruptedCallAudit(who, sent, move.redo.stepId)] : []),
+        httpSentAudit(who, sent, kept.result.outcome === 'ok'),
+      ];
       await this.commit({
         state: finishStep(started, move.nodeId, move.automation.id, kept.result, finishedAt),
         at: finishedAt,

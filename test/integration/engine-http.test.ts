@@ -216,6 +216,14 @@ describeEachStore('engine: http automation', (env) => {
       ]);
       expect(ofRun[1]).toMatchObject({ nodeId: 'call', automationId: 'c', automation: 'http', attempt: 2, interruptedStepId: steps[0].stepId, stepId: steps[1].stepId });
       expect(JSON.stringify(ofRun)).not.toContain('/pause-me');
+      // The trail says the data may have gone out twice: the interrupted attempt (what it sent
+      // unknown) and the redo, in the redo's transaction.
+      const audited = await env.db.selectFrom('audit_events').select(['outcome', 'details']).where('resource_id', '=', runId).where('action', '=', 'http.send').orderBy('id').execute();
+      const origin = new URL(ledger.url('/')).origin;
+      expect(audited.map((row) => [row.outcome, JSON.parse(row.details)])).toEqual([
+        ['failure', { nodeId: 'call', automationId: 'c', subjectRecordId: null, method: 'POST', origin, tries: null, status: null, interruptedStepId: steps[0].stepId }],
+        ['success', { nodeId: 'call', automationId: 'c', subjectRecordId: null, method: 'POST', origin, tries: 1, status: 200 }],
+      ]);
     });
   });
 
