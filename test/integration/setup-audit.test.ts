@@ -118,8 +118,20 @@ describeEachStore('set-up changes through the API are audited', (env) => {
     expect((await other.call('PATCH', `/v1/triggers/${triggerId}`, { body: { active: false } })).statusCode).toBe(404);
     expect((await other.call('DELETE', `/v1/webhooks/${webhookId}`)).statusCode).toBe(404);
 
+    // An empty PATCH changes nothing: 200 with the resource as it was, updatedAt unmoved, no event.
+    const { queryId } = (await ws.call('POST', '/v1/queries', { body: { name: 'Q', resourceType: 'Patient' } })).json();
+    for (const url of [`/v1/triggers/${triggerId}`, `/v1/webhooks/${webhookId}`, `/v1/queries/${queryId}`]) {
+      const before = (await ws.call('GET', url)).json();
+      await new Promise((resolve) => setTimeout(resolve, 5));
+      const empty = await ws.call('PATCH', url, { body: {} });
+      expect(empty.statusCode, empty.body).toBe(200);
+      expect(empty.json()).toEqual(before);
+      expect((await ws.call('GET', url)).json()).toEqual(before);
+    }
+
     expect((await auditOf(ws, 'trigger')).map((e) => e.action)).toEqual(['trigger.create']);
     expect((await auditOf(ws, 'webhook')).map((e) => e.action)).toEqual(['webhook.create']);
+    expect((await auditOf(ws, 'query')).map((e) => e.action)).toEqual(['query.create']);
     expect(await auditOf(other, 'trigger')).toEqual([]);
     expect(await auditOf(other, 'webhook')).toEqual([]);
   });

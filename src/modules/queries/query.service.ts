@@ -42,6 +42,8 @@ export async function changeQuery(
 ): Promise<QueryView> {
   const row = await findQuery(db, ctx.workspaceId, queryId);
   if (!row) throw notFound('query');
+  // Nothing to change: the query as it is, not moved (`updatedAt`) and not audited as changed.
+  if (Object.keys(body).length === 0) return toQueryView(row);
   const changes: Partial<QueryRow> = { updated_at: now.toISOString() };
   if (body.name !== undefined) changes.name = body.name;
   if (body.resourceType !== undefined) changes.resource_type = body.resourceType;

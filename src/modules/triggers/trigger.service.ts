@@ -151,6 +151,8 @@ export async function changeTrigger(
 ): Promise<TriggerView> {
   const row = await findTrigger(db, ctx.workspaceId, triggerId);
   if (!row) throw notFound('trigger');
+  // Nothing to change: the trigger as it is, not moved (`updatedAt`) and not audited as changed.
+  if (Object.keys(body).length === 0) return toTriggerView(row);
   if (body.type !== undefined) throw invalidRequest('body.type cannot be changed; create a new trigger instead');
   refuseForeignFields(row.type, body);
 

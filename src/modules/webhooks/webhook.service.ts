@@ -63,6 +63,8 @@ export async function changeWebhook(
 ): Promise<WebhookView> {
   const row = await findWebhook(deps.db, ctx.workspaceId, webhookId);
   if (!row) throw notFound('webhook endpoint');
+  // Nothing to change: the endpoint as it is, not moved (`updatedAt`) and not audited as changed.
+  if (Object.keys(body).length === 0) return toWebhookView(row, deps.publicUrl);
   if (body.auth !== undefined) {
     throw invalidRequest('body.auth cannot be changed; create a new endpoint and point the sending system at it');
   }
