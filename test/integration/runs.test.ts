@@ -91,6 +91,22 @@ describeEachStore('run actions', (env) => {
     });
   }
 
+  it('stamps each action after the run\'s last change: the audit trail lists them in the order they happened', async () => {
+    const ws = await env.workspace();
+    const { run } = await queuedRun(ws);
+    // The last change was stamped by a process whose clock is ahead of this one's (or in the
+    // same millisecond): the next actions still come after it, each after the one before.
+    const ahead = new Date(Date.now() + 60_000).toISOString();
+    await env.db.updateTable('runs').set({ updated_at: ahead }).where('id', '=', run.runId).execute();
+    for (const action of ['pause', 'resume', 'cancel']) expect((await ws.call('POST', `/v1/runs/${run.runId}/${action}`)).statusCode).toBe(200);
+    const events = await env.db.selectFrom('audit_events').select(['action', 'at', 'details']).where('resource_id', '=', run.runId).where('action', 'like', 'run.%').orderBy('id').execute();
+    expect(events.map((e) => e.action)).toEqual(['run.create', 'run.pause', 'run.resume', 'run.cancel']);
+    const times = events.slice(1).map((e) => e.at);
+    expect(times[0] > ahead).toBe(true);
+    expect(times[1] > times[0] && times[2] > times[1]).toBe(true);
+    expect((await ws.call('GET', `/v1/runs/${run.runId}`)).json().updatedAt).toBe(times[2]);
+  });
+
   it('keeps the Pathway record tagged with the current status', async () => {
     const ws = await env.workspace();
     const { run } = await queuedRun(ws);

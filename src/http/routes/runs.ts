@@ -100,7 +100,7 @@ export function registerRunRoutes(api: Api, container: Container): void {
           request.ctx,
           request.params.runId,
           action,
-          container.clock.now().toISOString(),
+          () => container.clock.now(),
         );
         if (result.changed && (action === 'start' || action === 'resume')) container.signals.notify('runs');
         return result.run;
