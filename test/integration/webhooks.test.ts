@@ -132,8 +132,11 @@ describeEachStore('webhook endpoints', (env) => {
     const after = await activeSecretsOf(env.db, box, created.webhookId, new Date(now.getTime() + overlap));
     expect(after.map((s) => s.secret)).toEqual([next]);
 
-    // A second rotation never lengthens an expiry already set.
-    const third = await rotateSecret(env.db, box, created.webhookId, 2 * overlap, new Date(now.getTime() + 1000));
+    // A second rotation during the overlap: the secret it replaces gets the new overlap, the one
+    // retired before it stops at once (rotating again is how a leaked secret is ended).
+    const second = new Date(now.getTime() + 1000);
+    const third = await rotateSecret(env.db, box, created.webhookId, 2 * overlap, second);
+    expect((await activeSecretsOf(env.db, box, created.webhookId, second)).map((s) => s.secret)).toEqual([third, next]);
     const later = await activeSecretsOf(env.db, box, created.webhookId, new Date(now.getTime() + overlap + 1000));
     expect(later.map((s) => s.secret)).toEqual([third, next]);
     // The URL and the endpoint stay as they were.

@@ -107,8 +107,8 @@ export async function expireSecrets(db: DbOrTx, webhookId: string, at: string): 
 }
 
 /**
- * Gives a live endpoint a new secret and returns it (shown once). The old secrets keep verifying
- * for `overlapMs` (0 = not at all), never longer than an expiry they already had. The URL stays.
+ * Gives a live endpoint a new secret and returns it (shown once). The secret it replaces keeps
+ * verifying for `overlapMs` (0 = not at all); any older one stops now. The URL stays.
  */
 export async function rotateSecret(
   db: Db,
@@ -123,6 +123,17 @@ export async function rotateSecret(
   return db.transaction().execute(async (tx) => {
     const webhook = await findLiveWebhookById(tx, webhookId);
     if (!webhook) throw notFound('webhook endpoint');
+    // Only the secret just replaced keeps verifying for the overlap: one retired by an earlier
+    // rotation ends now (it kept its own overlap, and a secret rotated away because it leaked
+    // stayed valid through a second rotation meant to end it: a lifecycle review).
+    const at = now.toISOString();
+    await tx
+      .updateTable('webhook_secrets')
+      .set({ expires_at: at })
+      .where('webhook_id', '=', webhookId)
+      .where('expires_at', 'is not', null)
+      .where('expires_at', '>', at)
+      .execute();
     await expireSecrets(tx, webhookId, new Date(now.getTime() + overlapMs).toISOString());
     const secret = generateWebhookSecret();
     await insertSecret(tx, newSecretRow(box, webhookId, webhook.auth as WebhookAuth, secret, now));
