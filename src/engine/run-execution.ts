@@ -14,7 +14,7 @@ import type { ExpressionCache } from '../lib/fhirpath.js';
 import { uuidv7 } from '../lib/ids.js';
 import type { RunStepTable } from '../storage/database.js';
 import { AUTOMATIONS } from './automations/index.js';
-import { CallAbandoned, ReplanNeeded, StepFailure, type CallOutcome, type LocalOutcome, type StepRequest } from './automations/automation.js';
+import { CallAbandoned, ReplanNeeded, StepFailure, type AutomationHandler, type CallOutcome, type LocalOutcome, type StepRequest } from './automations/automation.js';
 import { httpSentAudit, interruptedCallAudit, recordEngineAudit } from './engine-audit.js';
 import { hasEventWaits, type EngineState, type OpenStep, type RunEnd } from './engine-state.js';
 import type { EngineServices } from './engine-services.js';
@@ -265,7 +265,7 @@ export class RunExecution {
       });
       return 'continue';
     }
-    return this.call(state, move, request, handler.call, step);
+    return this.call(state, move, request, handler, step);
   }
 
   /**
@@ -277,23 +277,29 @@ export class RunExecution {
     state: EngineState,
     move: Extract<Move, { kind: 'run' }>,
     request: StepRequest,
-    call: (request: StepRequest, services: EngineServices) => Promise<CallOutcome>,
+    handler: Extract<AutomationHandler, { mode: 'call' }>,
     step: StepInHand,
   ): Promise<Turn> {
     const open: OpenStep = { stepId: step.stepId, automationId: move.automation.id, attempt: move.attempt, startedAt: step.startedAt };
     const started = beginStep(state, move.nodeId, open);
+    const who = { runId: this.run.id, nodeId: move.nodeId, automationId: move.automation.id, subjectRecordId: this.run.subject?.id ?? null };
     if (move.redo) this.logRedo(move, step.stepId);
+    // The attempt this one replaces may have reached the partner: audited as it is closed, so
+    // that each attempt is, whatever becomes of this one (engine-audit.ts).
+    const target = move.redo ? handler.target?.(request) : null;
+    const interrupted = move.redo && target ? interruptedCallAudit(who, target, move.redo.stepId) : null;
     await this.commit({
       state: started,
       at: step.startedAt,
       requireRunning: true,
       insertStep: this.stepRow(move.nodeId, move.automation, step),
       ...(move.redo ? { interruptStep: move.redo.stepId } : {}),
+      ...(interrupted ? { effect: (tx, at) => recordEngineAudit(tx, this.run, at, interrupted) } : {}),
     });
     let result: StepResult;
     let sent: CallOutcome['sent'];
     try {
-      ({ result, sent } = await call(request, this.services));
+      ({ result, sent } = await handler.call(request, this.services));
     } catch (error) {
       if (error instanceof CallAbandoned) {
         // Taken over mid-call (the new holder owns the step now), or paused or canceled before a
@@ -313,12 +319,7 @@ export class RunExecution {
     // So is what it sent out, in the same transaction (engine-audit.ts).
     const recordOutcome = async (outcome: StepResult, limitState: boolean) => {
       const kept = withinOutputLimit(outcome, request, finishedAt);
-      const who = { runId: this.run.id, nodeId: move.nodeId, automationId: move.automation.id, subjectRecordId: this.run.subject?.id ?? null };
-      // A redo's interrupted attempt may have sent the data too: audited with it (to where the redo sends).
-      const disclosure = sent && [
-        ...(move.redo ? [interruptedCallAudit(who, sent, move.redo.stepId)] : []),
-        httpSentAudit(who, sent, kept.result.outcome === 'ok'),
-      ];
+      const disclosure = sent && httpSentAudit(who, sent, kept.result.outcome === 'ok');
       await this.commit({
         state: finishStep(started, move.nodeId, move.automation.id, kept.result, finishedAt),
         at: finishedAt,

@@ -187,6 +187,32 @@ describeEachStore('engine: http automation', (env) => {
       expect(row.lease_owner).toBeNull();
     });
 
+    it('interrupted twice: each attempt that never recorded its outcome is audited as it is closed', async () => {
+      const ws = await env.workspace();
+      const { runId, before, worker, draining } = await callWaitingToRetry(ws, '/twice');
+      expect((await ws.call('POST', `/v1/runs/${runId}/pause`)).statusCode).toBe(200);
+      await draining;
+      // Resumed while the partner still answers 503: the second attempt is paused mid-call too.
+      expect((await ws.call('POST', `/v1/runs/${runId}/resume`)).statusCode).toBe(200);
+      const second = worker.drain();
+      for (let i = 0; i < 500 && sentTo('/twice', before).length < 2; i++) await new Promise((r) => setTimeout(r, 10));
+      expect((await ws.call('POST', `/v1/runs/${runId}/pause`)).statusCode).toBe(200);
+      await second;
+      ledger.on('/twice', { status: 200, body: { ok: true } });
+      expect((await ws.call('POST', `/v1/runs/${runId}/resume`)).statusCode).toBe(200);
+      await worker.drain();
+      expect((await getRun(ws, runId)).automationStatus).toBe('completed');
+      expect(sentTo('/twice', before)).toHaveLength(3);
+      const steps = await getSteps(ws, runId);
+      expect(steps.map((s) => [s.attempt, s.outcome])).toEqual([[1, 'interrupted'], [2, 'interrupted'], [3, 'ok']]);
+      const audited = await env.db.selectFrom('audit_events').select(['outcome', 'details']).where('resource_id', '=', runId).where('action', '=', 'http.send').orderBy('id').execute();
+      expect(audited.map((row) => [row.outcome, JSON.parse(row.details).interruptedStepId ?? null, JSON.parse(row.details).tries])).toEqual([
+        ['failure', steps[0].stepId, null],
+        ['failure', steps[1].stepId, null],
+        ['success', null, 1],
+      ]);
+    });
+
     it('paused: sends nothing more until resumed, then makes the call again with the same key, saying so in the log', async () => {
       const ws = await env.workspace();
       const { logger, lines } = capturedLogger('info');

@@ -86,7 +86,16 @@ export class ReplanNeeded extends Error {}
 
 export type AutomationHandler =
   | { mode: 'local'; decide(step: StepRequest, services: EngineServices): LocalOutcome }
-  | { mode: 'call'; call(step: StepRequest, services: EngineServices): Promise<CallOutcome> }
+  | {
+      mode: 'call';
+      call(step: StepRequest, services: EngineServices): Promise<CallOutcome>;
+      /**
+       * Where a call of this step would send the run's data (`http`: its method and the URL's
+       * origin), worked out without sending; null when it cannot be (a URL that does not fill).
+       * Audits an earlier attempt that never recorded its outcome (engine-audit.ts).
+       */
+      target?(step: StepRequest): { method: string; origin: string } | null;
+    }
   | {
       mode: 'wait';
       begin(step: StepRequest, services: EngineServices): WaitStart;

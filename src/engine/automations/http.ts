@@ -30,6 +30,14 @@ export const MAX_HTTP_BODY_BYTES = 64 * 1024;
 
 export const httpAutomation: AutomationHandler = {
   mode: 'call',
+  target(step) {
+    try {
+      const { method } = render(step.expressions, step.context, { method: (step.automation.with as HttpWith).method }) as { method: unknown };
+      return typeof method === 'string' ? { method, origin: parseUrl(urlOf(step)).origin } : null;
+    } catch {
+      return null;
+    }
+  },
   async call(step, services) {
     const written = step.automation.with as HttpWith;
     const { plain, named } = splitSecretHeaders(written.headers);
