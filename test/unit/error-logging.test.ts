@@ -47,6 +47,7 @@ describe('unexpected errors in the log', () => {
     app.get('/down', async () => {
       throw Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' });
     });
+    app.get('/up', async () => ({ ok: true }));
     const res = await app.inject({ method: 'GET', url: '/down' });
     expect(res.statusCode).toBe(503);
     expect(res.headers['retry-after']).toBe('1');
@@ -59,6 +60,11 @@ describe('unexpected errors in the log', () => {
     // In an outage every request meets it: one line a second at most, each request still 503.
     for (let i = 0; i < 20; i++) expect((await app.inject({ method: 'GET', url: '/down' })).statusCode).toBe(503);
     expect(lines.filter((line) => line.msg === 'the store did not answer')).toHaveLength(1);
+    // The first request that gets through counts the ones not logged.
+    expect((await app.inject({ method: 'GET', url: '/up' })).statusCode).toBe(200);
+    expect(lines.filter((line) => line.msg === 'the store answers again').map((line) => line.unloggedSinceLast)).toEqual([20]);
+    expect((await app.inject({ method: 'GET', url: '/up' })).statusCode).toBe(200);
+    expect(lines.filter((line) => line.msg === 'the store answers again')).toHaveLength(1);
   });
 });
 

@@ -114,6 +114,16 @@ export function registerErrorHandling(app: FastifyInstance): void {
   // and each request's own line already says 503 `store_unavailable`.
   let lastStoreWarning = 0;
   let unlogged = 0;
+  // The outage's last requests, not logged yet, are counted once a request gets through.
+  // A callback hook, not an async one: it runs on every response, and does nothing on almost all.
+  app.addHook('onResponse', (request, reply, done) => {
+    if (unlogged > 0 && reply.statusCode < 500) {
+      request.log.info({ unloggedSinceLast: unlogged }, 'the store answers again');
+      unlogged = 0;
+      lastStoreWarning = 0;
+    }
+    done();
+  });
   app.setErrorHandler((error: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
     const known = error instanceof ApiError ? error : mapFrameworkError(error);
     if (known) return sendError(reply, known);
