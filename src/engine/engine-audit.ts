@@ -14,11 +14,11 @@ import { findWorkspace } from '../modules/tenancy/tenancy.repository.js';
 import type { DbOrTx } from '../storage/database.js';
 import type { RunInHand } from './run-context.js';
 
-export async function recordEngineAudit(tx: DbOrTx, run: Pick<RunInHand, 'id' | 'workspaceId'>, at: string, input: AuditInput | AuditInput[]): Promise<void> {
+export async function recordEngineAudit(tx: DbOrTx, run: Pick<RunInHand, 'id' | 'workspaceId'>, at: string, input: AuditInput): Promise<void> {
   // The tenant is the workspace's: one primary-key read, only for the steps audited here.
   const workspace = await findWorkspace(tx, run.workspaceId);
   if (!workspace) return;
-  await recordAudit(tx, systemContext(workspace.tenant_id, run.workspaceId, `run:${run.id}`), at, Array.isArray(input) ? input : [input]);
+  await recordAudit(tx, systemContext(workspace.tenant_id, run.workspaceId, `run:${run.id}`), at, [input]);
 }
 
 /** What an `http` step sent out: the origin only (its path and query may hold patient data). */
@@ -31,10 +31,23 @@ export interface CallDisclosure {
   status: number | null;
 }
 
+/** The step a call belongs to, as its `http.send` events name it. */
+interface CallStep {
+  runId: string;
+  nodeId: string;
+  automationId: string;
+  subjectRecordId: string | null;
+}
+
+/**
+ * An `http.send` event: to whom the step sent, how many requests went and the last answer's
+ * status (null where not known: an attempt that never recorded its outcome).
+ */
 export function httpSentAudit(
-  step: { runId: string; nodeId: string; automationId: string; subjectRecordId: string | null },
-  sent: CallDisclosure,
+  step: CallStep,
+  sent: Pick<CallDisclosure, 'method' | 'origin'> & { tries: number | null; status: number | null },
   succeeded: boolean,
+  more: Record<string, unknown> = {},
 ): AuditInput {
   return {
     action: 'http.send',
@@ -49,6 +62,7 @@ export function httpSentAudit(
       origin: sent.origin,
       tries: sent.tries,
       status: sent.status,
+      ...more,
     },
   };
 }
@@ -60,27 +74,8 @@ export function httpSentAudit(
  * trail said once). How many requests it sent and what came back are not known (null); the
  * method and origin are the redo's, filled from the same run data.
  */
-export function interruptedCallAudit(
-  step: { runId: string; nodeId: string; automationId: string; subjectRecordId: string | null },
-  target: Pick<CallDisclosure, 'method' | 'origin'>,
-  interruptedStepId: string,
-): AuditInput {
-  return {
-    action: 'http.send',
-    resourceType: 'run',
-    resourceId: step.runId,
-    outcome: 'failure',
-    details: {
-      nodeId: step.nodeId,
-      automationId: step.automationId,
-      subjectRecordId: step.subjectRecordId,
-      method: target.method,
-      origin: target.origin,
-      tries: null,
-      status: null,
-      interruptedStepId,
-    },
-  };
+export function interruptedCallAudit(step: CallStep, target: Pick<CallDisclosure, 'method' | 'origin'>, interruptedStepId: string): AuditInput {
+  return httpSentAudit(step, { ...target, tries: null, status: null }, false, { interruptedStepId });
 }
 
 export function tagsChangedAudit(

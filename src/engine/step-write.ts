@@ -7,6 +7,7 @@
 import type { DbOrTx, RunStepTable } from '../storage/database.js';
 import type { RunStatus } from './run-status.js';
 import type { Lease } from './sql/lease.js';
+import type { RecordKey } from '../modules/records/record-locks.js';
 
 export interface StepFinish {
   at: string;
@@ -47,12 +48,6 @@ export interface StepWrite {
   locksRecord?: RecordKey;
   /** The effect may throw to ask for a new plan: commit this write on its own. */
   alone?: boolean;
-}
-
-export interface RecordKey {
-  workspaceId: string;
-  resourceType: string;
-  extId: string;
 }
 
 export interface Guard {

@@ -15,7 +15,7 @@ import type { OpenStep } from '../engine-state.js';
 import type { ReceivedEvent, StepResult } from '../executor.js';
 import type { RunInHand, SubjectView } from '../run-context.js';
 import type { EngineServices } from '../engine-services.js';
-import type { RecordKey } from '../step-write.js';
+import type { RecordKey } from '../../modules/records/record-locks.js';
 import { subjectReference } from '../../modules/triggers/subject-reference.js';
 import { settingsProblems } from '../../modules/blueprints/automation.validate.js';
 import { findPlaceholders } from '../../lib/placeholders.js';

@@ -15,6 +15,13 @@ import type { DbOrTx } from '../../storage/database.js';
 
 const RECORD_TYPES = new Set(['Patient', 'Practitioner']);
 
+/** A delivered resource's record, as a transaction that changes it names it. */
+export interface RecordKey {
+  workspaceId: string;
+  resourceType: string;
+  extId: string;
+}
+
 /** The states, then the records, of these (type, id) keys of one workspace, locked in key order. */
 export async function lockStoredResources(tx: DbOrTx, workspaceId: string, keys: readonly [string, string][]): Promise<void> {
   await lockRows(tx, 'resource_states', 'resource_id', workspaceId, keys);
@@ -22,7 +29,7 @@ export async function lockStoredResources(tx: DbOrTx, workspaceId: string, keys:
 }
 
 /** Records by workspace and (type, extId), locked with their states: workspaces in order, each as `lockStoredResources`. */
-export async function lockRecordsInOrder(tx: DbOrTx, records: readonly { workspaceId: string; resourceType: string; extId: string }[]): Promise<void> {
+export async function lockRecordsInOrder(tx: DbOrTx, records: readonly RecordKey[]): Promise<void> {
   const byWorkspace = new Map<string, [string, string][]>();
   for (const { workspaceId, resourceType, extId } of records) {
     const keys = byWorkspace.get(workspaceId) ?? [];
