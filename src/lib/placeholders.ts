@@ -63,11 +63,15 @@ export function renderTextTemplate(text: string, evaluateText: EvaluateText): st
 
 /**
  * A URL template filled in: placeholders in the scheme and host are filled as written (the
- * outbound allow-list judges the host that results), and every placeholder after the host, in
- * the path, query or fragment, is percent-encoded as one component (`encodeURIComponent`). So
- * `/patients/{{ payload.id }}/notify?note={{ payload.note }}` stays that path whatever the
- * values hold: `../admin?all=1#` becomes `..%2Fadmin%3Fall%3D1%23`, not another endpoint.
- * A template that is one placeholder alone (the whole URL from data) is filled as written.
+ * outbound allow-list judges the host that results), with what a scheme, host name, address or
+ * port is made of only (letters, digits, `.`, `-`, `_`, `:`, `[`, `]`), and every placeholder
+ * after the host, in the path, query or fragment, is percent-encoded as one component
+ * (`encodeURIComponent`). So `/patients/{{ payload.id }}/notify?note={{ payload.note }}` stays
+ * that path whatever the values hold: `../admin?all=1#` becomes `..%2Fadmin%3Fall%3D1%23`, not
+ * another endpoint; and `https://{{ payload.site }}.lab.example/` stays a host under
+ * lab.example: a site of `127.0.0.1:8080/x?` would have made the host 127.0.0.1 and the rest a
+ * query (a security review, 2026-11-28). A template that is one placeholder alone (the whole URL
+ * from data) is filled as written.
  */
 export function renderUrlTemplate(template: string, evaluateText: EvaluateText): unknown {
   const matches = [...template.matchAll(placeholderPattern())];
@@ -76,13 +80,20 @@ export function renderUrlTemplate(template: string, evaluateText: EvaluateText):
   const hostEnds = pathStartOf(template, matches);
   const filled = template.replace(placeholderPattern(), (whole, expression: string, offset: number) => {
     const text = asText(evaluateText(expression.trim()));
-    return offset >= hostEnds ? encodeURIComponent(text) : text;
+    if (offset >= hostEnds) return encodeURIComponent(text);
+    if (!HOST_PART.test(text)) {
+      throw new UrlTemplateError('a placeholder before the path was filled with characters a scheme, host or port cannot hold (only letters, digits and . - _ : [ ] may fill it)');
+    }
+    return text;
   });
   // `.` and `..` survive encoding (and `%2e` is read as a dot too): as a whole path segment they
   // would climb out of the path the blueprint wrote, once a URL parser resolves them.
   if (dotSegmentIn(filled)) throw new UrlTemplateError('a placeholder filled a path segment with "." or ".." (it would change the path)');
   return filled;
 }
+
+/** What a placeholder before the path may be filled with: parts of a scheme, host name, IP address or port. */
+const HOST_PART = /^[A-Za-z0-9._:[\]-]*$/;
 
 /** A URL template whose filled value would not be the URL its template meant. */
 export class UrlTemplateError extends Error {}

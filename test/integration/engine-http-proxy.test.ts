@@ -4,16 +4,24 @@
  * credentials, CAREPATH_HTTP_NO_PROXY, the allow-list deciding before anything is sent, and a
  * proxy's own refusal told apart from the partner's answer.
  */
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import tls from 'node:tls';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, expect, it, vi } from 'vitest';
 import { describeEachStore } from '../helpers/test-env.js';
-import { chain, fire, getRun, getSteps, testWorker, webTriggerFor } from '../helpers/engine-harness.js';
+import { chain, FAST_RETRIES, fire, getRun, getSteps, testWorker, webTriggerFor } from '../helpers/engine-harness.js';
 import { LedgerServer } from '../helpers/ledger-server.js';
 import { ForwardProxy } from '../helpers/forward-proxy.js';
 import { createAllowList } from '../../src/engine/outbound/allow-list.js';
 import { createOutboundProxy } from '../../src/engine/outbound/proxy.js';
+import { secretSet } from '../../src/cli/admin/secret.js';
+import { blueprintImport } from '../../src/cli/admin/blueprint.js';
+import { BlueprintError, validateBlueprint } from '../../src/modules/blueprints/blueprint.validate.js';
+import { RunWorker } from '../../src/engine/worker.js';
+import { engineServices } from '../../src/engine/engine-services.js';
+import { capturedLogger } from '../helpers/log-capture.js';
 
 const ledger = new LedgerServer();
 /** A TLS server with a self-signed certificate for secure.invalid: a client that checks certificates refuses it. */
@@ -140,12 +148,58 @@ describeEachStore('engine: http automation through a proxy', (env) => {
     const { triggerId } = await webTriggerFor(ws, chain('Private', [httpStep('p', { method: 'POST', url: ledger.url('/private'), body: {} })]));
     const runId = await fire(ws, triggerId);
     const [seenByProxy, seenByLedger] = [proxy.requests.length, ledger.requests.length];
-    await testWorker(env, {}, { allow: createAllowList([]), proxy: createOutboundProxy(proxy.url(), []) }).drain();
+    const { logger, lines } = capturedLogger('info');
+    const services = engineServices(env.container, { backoff: FAST_RETRIES, timeoutMs: 2_000, allow: createAllowList([]), proxy: createOutboundProxy(proxy.url(), []) });
+    await new RunWorker({ ...services, logger }, { leaseMs: 5_000 }).drain();
     expect(proxy.requests.length).toBe(seenByProxy);
     expect(ledger.requests.length).toBe(seenByLedger);
     const run = await getRun(ws, runId);
     expect(run.automationStatus).toBe('errored');
     expect(run.error?.message).toMatch(/refused: 127\.0\.0\.1 resolves to 127\.0\.0\.1, a non-public address not listed in CAREPATH_HTTP_ALLOW/);
+    // Whoever watches for a blueprint probing the network finds the run in the log (not the address).
+    expect(lines.filter((line) => line.msg === 'http automation refused before sending: the run errored (its error says why)')).toEqual([
+      expect.objectContaining({ level: 40, runId, nodeId: 'call', automationId: 'p', try: 1 }),
+    ]);
+  });
+
+  it('will not import a Host header: through a proxy it named the target, past the allow-list and with the secret', async () => {
+    const ws = await env.workspace();
+    const host = { method: 'POST', url: `http://partner.invalid:${ledger.port}/notify`, headers: { authorization: 'Bearer ${secrets.LAB_TOKEN}', host: '{{ payload.h }}' }, body: {} };
+    const file = join(mkdtempSync(join(tmpdir(), 'carepath-host-')), 'host.json');
+    writeFileSync(file, JSON.stringify(chain('Host header', [httpStep('post', host)])));
+    const refused = await blueprintImport(env.container, { workspaceId: ws.workspaceId, file }).catch((error: unknown) => error);
+    expect(refused).toBeInstanceOf(BlueprintError);
+    expect((refused as BlueprintError).problems).toEqual([
+      'node "call": automation "post": with.headers: "host" is set from the URL, so the host the allow-list checks is the one called; write the host in with.url',
+    ]);
+  });
+
+  it('refuses the call of a blueprint stored with a Host header before import refused it: nothing reaches the proxy, the secret stays', async () => {
+    const ws = await env.workspace();
+    await secretSet(env.container, { workspaceId: ws.workspaceId, name: 'LAB_TOKEN', value: 'tok-very-secret-123' });
+    ledger.on('/notify', { status: 200, body: { ok: true } });
+    // Validated without the header, then given it, as a store written by an older version holds it.
+    const blueprint = validateBlueprint(
+      chain('Stored host', [httpStep('post', { method: 'POST', url: `http://partner.invalid:${ledger.port}/notify`, headers: { authorization: 'Bearer ${secrets.LAB_TOKEN}' }, body: { n: 1 } })]),
+    ) as unknown as { nodes: { automations?: { with: { headers: Record<string, string> } }[] }[] };
+    blueprint.nodes[1].automations![0].with.headers.host = '{{ payload.h }}';
+    const imported = await ws.importBlueprint(blueprint as unknown as Record<string, unknown>);
+    const trigger = await ws.call('POST', '/v1/triggers', { body: { name: 'stored host', sourceId: imported.id, type: 'web' } });
+    const runId = await fire(ws, trigger.json().triggerId, { h: `127.0.0.1:${ledger.port}` });
+    const [seenByProxy, seenByLedger] = [proxy.requests.length, ledger.requests.length];
+    const { logger, lines } = capturedLogger('info');
+    const services = engineServices(env.container, { backoff: FAST_RETRIES, timeoutMs: 2_000, allow: createAllowList(['partner.invalid']), proxy: createOutboundProxy(proxy.url(), []) });
+    await new RunWorker({ ...services, logger }, { leaseMs: 5_000 }).drain();
+    expect(proxy.requests.length).toBe(seenByProxy);
+    expect(ledger.requests.length).toBe(seenByLedger);
+    const run = await getRun(ws, runId);
+    expect(run.automationStatus).toBe('errored');
+    expect(run.error?.message).toBe('http: once its placeholders are filled, with.headers: "host" is set from the URL, so the host the allow-list checks is the one called; write the host in with.url');
+    // Nothing was sent, so nothing is disclosed in the trail.
+    const audit = await ws.call('GET', '/v1/audit-events?action=http.send');
+    expect(audit.json().data.filter((event: { resourceId: string }) => event.resourceId === runId)).toEqual([]);
+    expect(lines.filter((line) => line.msg === 'run errored')).toEqual([expect.objectContaining({ runId, automationId: 'post', automation: 'http' })]);
+    expect(JSON.stringify(lines)).not.toContain('127.0.0.1');
   });
 
   it('does not send a name it cannot check: unresolvable here and not named in the allow-list', async () => {

@@ -338,6 +338,23 @@ describeEachStore('engine: http automation', (env) => {
     expect(listed.json().data.map((e: { resourceId: string }) => e.resourceId).sort()).toEqual([okRun, busyRun].sort());
   });
 
+  it('a try the allow-list refuses after an answer (the name now resolves elsewhere) keeps that answer as the last one in the trail', async () => {
+    const ws = await env.workspace();
+    ledger.on('/rebound', { status: 503 });
+    const { triggerId } = await webTriggerFor(ws, chain('Rebound', [httpStep('tell', { method: 'POST', url: ledger.url('/rebound'), body: {} })]));
+    const runId = await fire(ws, triggerId);
+    // Allowed for the first try, refused from the second: what DNS pointed elsewhere between tries gives.
+    const listed = createAllowList([new URL(ledger.url('/')).host]);
+    let checks = 0;
+    const allow = { ...listed, refusal: (host: string, port: number, address: string) => (++checks === 1 ? listed.refusal(host, port, address) : `${host} resolves to ${address}, refused now`) };
+    await testWorker(env, {}, { allow }).drain();
+    const run = await getRun(ws, runId);
+    expect(run.automationStatus).toBe('errored');
+    expect(run.error?.message).toMatch(/refused now$/);
+    const events = await env.db.selectFrom('audit_events').select(['outcome', 'details']).where('resource_id', '=', runId).where('action', '=', 'http.send').execute();
+    expect(events.map((event) => [event.outcome, JSON.parse(event.details).tries, JSON.parse(event.details).status])).toEqual([['failure', 1, 503]]);
+  });
+
   it('a header value filled with a line break or a character beyond U+00FF errors the run, naming the header and the rule; nothing is sent', async () => {
     const ws = await env.workspace();
     const { triggerId } = await webTriggerFor(ws, chain('Header from data', [httpStep('h', { method: 'POST', url: ledger.url('/header-data'), headers: { 'X-Note': 'note: {{payload.note}}' }, body: {} })]));

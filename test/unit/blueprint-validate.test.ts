@@ -678,6 +678,18 @@ describe('validateBlueprint: automations', () => {
       expectProblem(http({ headers: ['x'] }), /with\.headers must be an object/);
     });
 
+    it('refuses the headers the service sets: Host (the allow-list checks the URL\'s host) and the framing and proxy ones', () => {
+      expectProblem(
+        http({ headers: { Host: '{{ payload.h }}' } }),
+        `${at}with.headers: "Host" is set from the URL, so the host the allow-list checks is the one called; write the host in with.url`,
+      );
+      for (const name of ['content-length', 'Transfer-Encoding', 'connection', 'Keep-Alive', 'upgrade', 'TE', 'trailer', 'expect', 'Proxy-Authorization', 'proxy-connection']) {
+        expectProblem(http({ headers: { [name]: 'x' } }), `${at}with.headers: "${name}" is set by the service (it frames the request or speaks to a proxy) and cannot be written`);
+      }
+      // Names that merely start like them are the blueprint's own.
+      expectValid(http({ headers: { 'X-Host': 'a', Hostname: 'b', 'Content-Type': 'text/plain', Authorization: 'Bearer x' } }));
+    });
+
     it('refuses a header value written with a line break or another character a header cannot carry', () => {
       const cannot = 'holds a character a header cannot carry (a line break, a control character, or one beyond U+00FF)';
       for (const value of ['a\r\nX-Injected: 1', 'a\nb', 'nul\u0000', 'euro €']) {

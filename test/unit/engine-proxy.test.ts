@@ -5,7 +5,7 @@ import { HttpsProxyAgent } from 'https-proxy-agent';
 import { describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../../src/config.js';
 import { createAllowList } from '../../src/engine/outbound/allow-list.js';
-import { OutboundNetworkError, sendOutbound } from '../../src/engine/outbound/outbound-request.js';
+import { OutboundNetworkError, OutboundRefusedError, sendOutbound } from '../../src/engine/outbound/outbound-request.js';
 import { createOutboundProxy, noProxyMatcher, parseProxyUrl, ProxySettingError } from '../../src/engine/outbound/proxy.js';
 
 const request = (url: string) => ({ method: 'GET', url: new URL(url), headers: {}, body: null, timeoutMs: 2_000, maxBodyBytes: 1024 });
@@ -108,6 +108,25 @@ describe('sending through a proxy', () => {
     const allow = createAllowList(['partner.example']);
     await expect(sendOutbound(request('https://partner.example/x'), allow, proxy)).rejects.toThrow(OutboundNetworkError);
     await expect(sendOutbound(request('http://partner.example/x'), allow, proxy)).rejects.toThrow(/request failed: ECONNREFUSED/);
+  });
+
+  it('sends no request that carries a header the service sets (a blueprint stored before import refused them)', async () => {
+    // Through the proxy a Host header became the proxy's target; it must fail before any connection.
+    let connections = 0;
+    const counting = http.createServer((_req, res) => res.end('ok'));
+    counting.on('connection', () => connections++);
+    await new Promise<void>((resolve) => counting.listen(0, '127.0.0.1', resolve));
+    const proxy = createOutboundProxy(`http://127.0.0.1:${(counting.address() as AddressInfo).port}`, []);
+    try {
+      const refused: Record<string, string>[] = [{ host: '127.0.0.1' }, { 'transfer-encoding': 'chunked' }, { 'proxy-authorization': 'Basic eA==' }];
+      for (const headers of refused) {
+        await expect(sendOutbound({ ...request('http://partner.example/x'), headers }, createAllowList(['partner.example']), proxy)).rejects.toThrow(OutboundRefusedError);
+        await expect(sendOutbound({ ...request('http://93.184.215.14/x'), headers }, createAllowList([]))).rejects.toThrow(/is set (from the URL|by the service)/);
+      }
+      expect(connections).toBe(0);
+    } finally {
+      await new Promise<void>((resolve) => counting.close(() => resolve()));
+    }
   });
 
   it('closes its connection to a proxy that never answers, when the try times out', async () => {

@@ -134,6 +134,17 @@ describe('renderUrlTemplate', () => {
     expect(renderUrlTemplate('https://{{host}}:8443', evaluateText)).toBe('https://lab.example:8443');
   });
 
+  it('fills the scheme and host with what a scheme, host or port is made of only: a value cannot end the host early', () => {
+    const parts: Record<string, unknown[]> = { site: ['eu-1'], v6: ['[::1]'], port: [8443], escape: ['127.0.0.1:8080/x?'], at: ['me@127.0.0.1'], hash: ['x#'], space: ['a b'] };
+    const fill = (template: string) => renderUrlTemplate(template, (text) => parts[text] ?? []);
+    expect(fill('https://{{site}}.lab.example:{{port}}/p')).toBe('https://eu-1.lab.example:8443/p');
+    expect(fill('http://{{v6}}:{{port}}/p')).toBe('http://[::1]:8443/p');
+    // A sub-domain filled with "127.0.0.1:8080/x?" made the host 127.0.0.1 and the rest a query.
+    for (const template of ['https://{{escape}}.lab.example/notify', 'https://{{at}}.lab.example/', 'https://{{hash}}.lab.example/', 'https://{{space}}.lab.example/']) {
+      expect(() => fill(template), template).toThrow(/a placeholder before the path was filled with characters a scheme, host or port cannot hold/);
+    }
+  });
+
   it('refuses a value that makes a whole path segment "." or "..", which a URL parser would resolve away', () => {
     const dots: Record<string, unknown[]> = { up: ['..'], here: ['.'], encoded: ['%2e%2E'], half: ['.'], name: ['a..b'] };
     const fill = (template: string) => renderUrlTemplate(template, (text) => dots[text] ?? []);

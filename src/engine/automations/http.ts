@@ -69,6 +69,8 @@ export const httpAutomation: AutomationHandler = {
       sentTries === 0 ? { result } : { result, sent: { method: settings.method, origin: url.origin, tries: sentTries, status: lastStatus } };
     for (let attempt = 1; attempt <= backoff.attempts; attempt++) {
       let answer: OutboundAnswer | null = null;
+      // A try the allow-list refuses sent nothing: the answer before it stays the last one.
+      const statusBefore = lastStatus;
       try {
         prepared ??= await prepareHeaders(settings, named, body !== null, step, services.outbound.secrets);
         sentTries++;
@@ -82,6 +84,13 @@ export const httpAutomation: AutomationHandler = {
         if (error instanceof OutboundRefusedError) {
           // Refused before connecting: this try sent nothing (an earlier one may have).
           sentTries--;
+          lastStatus = statusBefore;
+          // Worth a line for whoever watches for a blueprint probing the network: which run and
+          // step (the run's error says which address; it is not logged, data may have named it).
+          services.logger.warn(
+            { runId: step.run.id, nodeId: step.nodeId, automationId: step.automation.id, try: attempt },
+            'http automation refused before sending: the run errored (its error says why)',
+          );
           return outcome(failed(step, `http ${where} refused: ${error.message}`, null, answerOutput));
         }
         if (isTransientStoreError(error)) [lastProblem, lastKind] = ['could not read its secrets: the database did not answer', 'database'];

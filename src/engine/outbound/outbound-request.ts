@@ -17,6 +17,7 @@ import http from 'node:http';
 import https from 'node:https';
 import { isIP, type LookupFunction } from 'node:net';
 import type { AllowList } from './allow-list.js';
+import { isServiceSetHeader, serviceSetHeaderProblem } from '../../lib/service-set-headers.js';
 import type { OutboundProxy } from './proxy.js';
 import { targetOf } from './target.js';
 
@@ -61,6 +62,10 @@ export class OutboundNetworkError extends Error {
 
 export async function sendOutbound(request: OutboundRequest, allow: AllowList, proxy: OutboundProxy | null = null): Promise<OutboundAnswer> {
   const { url } = request;
+  // Import refuses them (lib/service-set-headers.ts); a blueprint stored before it did must not
+  // send them either: a Host header re-points a proxied call past the address checked below.
+  const serviceSet = Object.keys(request.headers).find(isServiceSetHeader);
+  if (serviceSet !== undefined) throw new OutboundRefusedError(serviceSetHeaderProblem(serviceSet));
   const target = targetOf(url);
   const { host, port } = target;
   const giveUp = new AbortController();

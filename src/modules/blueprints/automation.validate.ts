@@ -10,6 +10,7 @@
 import { IANAZone } from 'luxon';
 import { forwardDuration } from '../../lib/iso-duration.js';
 import { findPlaceholders, renderPlaceholders } from '../../lib/placeholders.js';
+import { isServiceSetHeader, serviceSetHeaderProblem } from '../../lib/service-set-headers.js';
 import { HTTP_METHODS, TAG_SLUG, type AutomationType } from './blueprint.js';
 import { expressionProblem } from './expression.check.js';
 import { eventNameProblem, subjectlessEventProblem } from '../../ingestion/events.js';
@@ -199,6 +200,7 @@ function checkHttp(w: WithObject, report: Report): void {
     else {
       for (const [name, value] of Object.entries(w.headers)) {
         if (!HEADER_NAME.test(name)) report(`with.headers: "${name}" is not a valid header name`);
+        else if (isServiceSetHeader(name)) report(serviceSetHeaderProblem(name));
         if (typeof value !== 'string') report(`with.headers.${name} must be text`);
         else if (HEADER_VALUE_UNSENDABLE.test(value.replace(PLACEHOLDERS, ''))) {
           report(`with.headers.${name} holds a character a header cannot carry (a line break, a control character, or one beyond U+00FF)`);
