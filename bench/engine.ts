@@ -93,10 +93,11 @@ async function createRuns(container: Container, seeded: Seeded, triggerId: strin
   }
 }
 
-async function completed(container: Container, triggerId: string): Promise<number> {
+async function completed(container: Container, seeded: Seeded, triggerId: string): Promise<number> {
   const row = await container.db
     .selectFrom('runs')
     .select((eb) => eb.fn.countAll<number>().as('n'))
+    .where('workspace_id', '=', seeded.ctx.workspaceId)
     .where('trigger_id', '=', triggerId)
     .where('automation_status', '=', 'completed')
     .executeTakeFirstOrThrow();
@@ -106,20 +107,24 @@ async function completed(container: Container, triggerId: string): Promise<numbe
 /**
  * Waits until every run of the trigger has left `scheduled` and `running`, then checks that
  * `count` completed. Every caller has stored its runs before it waits. The poll asks whether
- * any run is left (one step into the (trigger_id, automation_status) index) instead of counting
- * the completed ones: it shares the worker's thread and connection on SQLite, and a count that
- * walks every completed run, every 20 ms, was 2–5 µs of each measured run's CPU (--cpu-prof).
+ * any run is left (one step into the (workspace_id, trigger_id, automation_status) index) instead
+ * of counting the completed ones: it shares the worker's thread and connection on SQLite, and a
+ * count that walks every completed run, every 20 ms, was 2–5 µs of each measured run's CPU
+ * (--cpu-prof). Both name the workspace: without it SQLite scanned that whole index (migration
+ * 0012 put workspace_id first), 1–2 ms a poll once 10,000–24,000 runs were in the table, 5–10% of
+ * the worker's thread in the measured rounds (timed per statement, 2026-11-28).
  */
-async function untilCompleted(container: Container, triggerId: string, count: number): Promise<void> {
-  while (await anyLeft(container, triggerId)) await sleep(20);
-  const done = await completed(container, triggerId);
+async function untilCompleted(container: Container, seeded: Seeded, triggerId: string, count: number): Promise<void> {
+  while (await anyLeft(container, seeded, triggerId)) await sleep(20);
+  const done = await completed(container, seeded, triggerId);
   if (done < count) throw new Error(`${count - done} runs of the benchmark did not complete`);
 }
 
-async function anyLeft(container: Container, triggerId: string): Promise<boolean> {
+async function anyLeft(container: Container, seeded: Seeded, triggerId: string): Promise<boolean> {
   const row = await container.db
     .selectFrom('runs')
     .select('id')
+    .where('workspace_id', '=', seeded.ctx.workspaceId)
     .where('trigger_id', '=', triggerId)
     .where('automation_status', 'in', ['scheduled', 'running'])
     .limit(1)
@@ -193,12 +198,12 @@ async function rawRate(store: BenchStore, container: Container, count: number, p
 
 /** Engine in this process (SQLite) or in `processes` children (PostgreSQL): runs completed per second. */
 async function engineRate(store: BenchStore, container: Container, seeded: Seeded, triggerId: string, count: number, processes: number): Promise<number> {
-  const before = await completed(container, triggerId);
+  const before = await completed(container, seeded, triggerId);
   await createRuns(container, seeded, triggerId, count);
   if (store.kind === 'sqlite') {
     const started = performance.now();
     const worker = await startEngineWorker(container);
-    await untilCompleted(container, triggerId, before + count);
+    await untilCompleted(container, seeded, triggerId, before + count);
     const rate = count / ((performance.now() - started) / 1000);
     await worker.stop();
     return rate;
@@ -206,7 +211,7 @@ async function engineRate(store: BenchStore, container: Container, seeded: Seede
   const children = await spawnChildren(store, 'engine', processes);
   const started = performance.now();
   go(children);
-  await untilCompleted(container, triggerId, before + count);
+  await untilCompleted(container, seeded, triggerId, before + count);
   const rate = count / ((performance.now() - started) / 1000);
   await stopChildren(children);
   return rate;
@@ -235,10 +240,10 @@ async function startWorkers(store: BenchStore, container: Container, processes: 
 async function sustainedPeak(store: BenchStore, container: Container, seeded: Seeded, count: number, processes: number): Promise<number> {
   const workers = await startWorkers(store, container, processes);
   await sleep(300);
-  const before = await completed(container, seeded.oneNode);
+  const before = await completed(container, seeded, seeded.oneNode);
   const started = performance.now();
   await createRuns(container, seeded, seeded.oneNode, count);
-  await untilCompleted(container, seeded.oneNode, before + count);
+  await untilCompleted(container, seeded, seeded.oneNode, before + count);
   const rate = count / ((performance.now() - started) / 1000);
   await workers.stop();
   return rate;
@@ -278,14 +283,14 @@ async function latencies(store: BenchStore, container: Container, seeded: Seeded
   await sleep(300);
   const warmup = Math.round(rate * WARMUP_SECONDS);
   if (warmup > 0) {
-    const before = await completed(container, seeded.oneNode);
+    const before = await completed(container, seeded, seeded.oneNode);
     await fireEvenly(container, seeded, rate, warmup);
-    await untilCompleted(container, seeded.oneNode, before + warmup);
+    await untilCompleted(container, seeded, seeded.oneNode, before + warmup);
   }
-  const before = await completed(container, seeded.oneNode);
+  const before = await completed(container, seeded, seeded.oneNode);
   const total = Math.max(1, Math.round(rate * LATENCY_SECONDS));
   const fired = await fireEvenly(container, seeded, rate, total);
-  await untilCompleted(container, seeded.oneNode, before + total);
+  await untilCompleted(container, seeded, seeded.oneNode, before + total);
   await workers.stop();
   // The run turned running with its first step; both carry that time.
   const steps = await container.db
