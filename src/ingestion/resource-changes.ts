@@ -14,7 +14,7 @@
 import type { DigestItem } from './delivery-digest.js';
 import type { DeliveryProblem } from './delivery-body.js';
 import { eventsFor } from './events.js';
-import { isOlderVersion } from './resource-version.js';
+import { compareVersions, isOlderVersion, type ResourceVersion } from './resource-version.js';
 import type { PlainRecord, RecordType } from './records.js';
 
 /** What the service remembers of a resource between deliveries. */
@@ -30,6 +30,12 @@ export interface ResourceState {
   lastUpdated: string | null;
   /** `meta.versionId` of the version stored; null likewise */
   versionId: string | null;
+  /**
+   * A tombstone: the resource was deleted, and only the version deleted is kept (the other
+   * fields are null), so a late delivery of it or of an older version is not stored again.
+   * Such a state counts as no state at all for everything else (events, search, subjects).
+   */
+  deleted?: true;
 }
 
 export interface RaisedEvent {
@@ -54,7 +60,7 @@ export interface RecordChange {
 
 export interface DeliveryChanges {
   events: RaisedEvent[];
-  /** final state per resource key; null when the delivery deleted it */
+  /** final state per resource key; a tombstone when the delivery deleted it with a version to keep, null when it deleted it without one */
   states: Map<string, ResourceState | null>;
   /** final change per record key (`recordKey`); null when the record is to be removed */
   records: Map<string, RecordChange | null>;
@@ -119,12 +125,19 @@ export function changesOf(items: readonly DigestItem[], stored: ReadonlyMap<stri
 
     const type = item.resourceType;
     const key = stateKey(type, item.id);
-    const before = current(key);
+    const known = current(key);
+    // A deleted resource's tombstone orders versions, and is otherwise not there.
+    const before = known?.deleted ? null : known;
     const raised = { resourceType: type, status: item.status };
 
     // A late delivery of an older version than the one stored changes nothing: applied, it put
     // back older data and raised older statuses again; an older deletion (a history replayed)
-    // deleted a newer version (resource-version.ts).
+    // deleted a newer version (resource-version.ts). After a deletion, the version deleted and
+    // older ones are late too: stored again, a resource deleted in error came back.
+    if (known?.deleted && !item.deleted && isLateAfterDeletion(item, known)) {
+      stale.push({ index: item.index, message: `${type} not applied: it was deleted, and this is the version deleted or an older one (its meta.lastUpdated or meta.versionId)` });
+      continue;
+    }
     if (before !== null && isOlderVersion(item, before)) {
       const what = item.deleted ? `${type} deletion not applied: a newer version of it is stored (its response.lastModified or etag is older)` : `${type} not applied: a newer version of it is stored (its meta.lastUpdated or meta.versionId is older)`;
       stale.push({ index: item.index, message: what });
@@ -142,7 +155,7 @@ export function changesOf(items: readonly DigestItem[], stored: ReadonlyMap<stri
           events.push({ index: item.index, event, resourceJson: item.json, patientId });
         }
       }
-      states.set(key, null);
+      states.set(key, tombstoneOf(item, known));
       if (isRecordType(type)) records.set(recordKey(type, item.id), null);
       continue;
     }
@@ -168,4 +181,27 @@ export function changesOf(items: readonly DigestItem[], stored: ReadonlyMap<stri
     if (record) records.set(recordKey(record.resourceType, record.extId), { record, previousSourceTags: storedTags(key) });
   }
   return { events, states, records, referencedPatients, formerPatients, stale };
+}
+
+/** The version deleted, or an older one: a version that cannot be ordered against it is applied, as anywhere else. */
+function isLateAfterDeletion(item: ResourceVersion, tombstone: ResourceState): boolean {
+  const order = compareVersions(item, tombstone);
+  return order === -1 || order === 0;
+}
+
+/**
+ * What a deletion leaves: the newer of the DELETE's own version (a history bundle's response
+ * gives one) and the one known (the stored resource's, or an earlier deletion's), or nothing
+ * when neither has a version to order by.
+ */
+function tombstoneOf(deletion: ResourceVersion, known: ResourceState | null): ResourceState | null {
+  const kept = known !== null && hasVersion(known) ? known : null;
+  const order = kept === null ? 1 : compareVersions(deletion, kept);
+  const version = hasVersion(deletion) && order !== -1 && order !== 0 ? deletion : kept;
+  if (version === null) return null;
+  return { status: null, patientId: null, sourceTags: null, contentHash: null, lastUpdated: version.lastUpdated, versionId: version.versionId, deleted: true };
+}
+
+function hasVersion(version: ResourceVersion): boolean {
+  return version.lastUpdated !== null || version.versionId !== null;
 }

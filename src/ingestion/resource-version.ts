@@ -61,11 +61,18 @@ export function utcInstant(text: string): string | null {
  * later one, or one that cannot be ordered is not older.
  */
 export function isOlderVersion(incoming: ResourceVersion, stored: ResourceVersion): boolean {
-  if (incoming.lastUpdated !== null && stored.lastUpdated !== null && incoming.lastUpdated !== stored.lastUpdated) {
-    return incoming.lastUpdated < stored.lastUpdated;
-  }
-  const a = incoming.versionId;
-  const b = stored.versionId;
-  if (a === null || b === null || !WHOLE_NUMBER.test(a) || !WHOLE_NUMBER.test(b)) return false;
-  return Number(a) < Number(b);
+  return compareVersions(incoming, stored) === -1;
 }
+
+/**
+ * -1, 0 or 1 as `a` is an older, the same or a newer version than `b`: by `lastUpdated` when
+ * both have one and they differ, else by whole-number `versionId`s, else the same when both
+ * `lastUpdated` are there (and equal); null when they cannot be ordered.
+ */
+export function compareVersions(a: ResourceVersion, b: ResourceVersion): -1 | 0 | 1 | null {
+  if (a.lastUpdated !== null && b.lastUpdated !== null && a.lastUpdated !== b.lastUpdated) return a.lastUpdated < b.lastUpdated ? -1 : 1;
+  const [x, y] = [a.versionId, b.versionId];
+  if (x !== null && y !== null && WHOLE_NUMBER.test(x) && WHOLE_NUMBER.test(y)) return Math.sign(Number(x) - Number(y)) as -1 | 0 | 1;
+  return a.lastUpdated !== null && a.lastUpdated === b.lastUpdated ? 0 : null;
+}
+

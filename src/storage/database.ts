@@ -302,6 +302,8 @@ export interface ResourceStateTable {
   last_updated: string | null;
   /** `meta.versionId` of the version stored; null likewise */
   version_id: string | null;
+  /** 1: the resource was deleted, and the row keeps only the version deleted (a tombstone: migration 0019) */
+  deleted: Generated<number>;
   delivery_id: string;
   updated_at: string;
 }

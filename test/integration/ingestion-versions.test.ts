@@ -142,6 +142,35 @@ describeEachStore('resource versions and deletions from feeds out of order', (en
     expect(runs).toHaveLength(1);
   });
 
+  it('a resource deleted and then delivered late (the version deleted, or older) stays deleted; a newer version makes it again', async () => {
+    const ws = await env.workspace();
+    const feed = await createEndpoint(ws);
+    const created = await eventTrigger(ws, 'Patient.created');
+    await send(ws, feed, patient('pt-1', 2, 'Entered', 'in-error'));
+    await send(ws, feed, deletion('Patient', 'pt-1'));
+    expect((await search(ws, 'Patient')).results).toEqual([]);
+    // A sender's retry of the create, after the deletion went through.
+    await send(ws, feed, { resourceType: 'Bundle', type: 'collection', entry: [{ resource: patient('pt-1', 2, 'Entered', 'in-error') }] });
+    expect(await lastDelivery(ws, feed)).toMatchObject({
+      status: 'processed',
+      events: [],
+      runsStarted: 0,
+      skipped: [{ index: 0, message: 'Patient not applied: it was deleted, and this is the version deleted or an older one (its meta.lastUpdated or meta.versionId)' }],
+    });
+    await send(ws, feed, patient('pt-1', 1, 'Older', 'in-error'));
+    expect((await lastDelivery(ws, feed)).skippedCount).toBe(1);
+    expect((await search(ws, 'Patient')).results).toEqual([]);
+    expect(await runsOf(ws, `triggerId=${created.triggerId}`)).toHaveLength(1);
+    const tombstone = await env.db.selectFrom('resource_states').select(['deleted', 'version_id', 'status', 'patient_id', 'source_tags']).where('workspace_id', '=', ws.workspaceId).where('resource_id', '=', 'pt-1').executeTakeFirstOrThrow();
+    expect({ ...tombstone, deleted: Number(tombstone.deleted) }).toEqual({ deleted: 1, version_id: '2', status: null, patient_id: null, source_tags: null });
+
+    // Made again, with a newer version: created as any new resource, searchable again.
+    await send(ws, feed, patient('pt-1', 3, 'Again', 'readmitted'));
+    expect((await lastDelivery(ws, feed)).events).toEqual([{ event: 'Patient.created', count: 1 }]);
+    expect((await search(ws, 'Patient')).results.map((hit) => [hit.extId, hit.name, hit.tags])).toEqual([['pt-1', 'Ann Again', ['readmitted']]]);
+    expect(await runsOf(ws, `triggerId=${created.triggerId}`)).toHaveLength(2);
+  });
+
   it('a delivery applied in parts lists the older versions every part skipped', async () => {
     const ws = await env.workspace();
     const feed = await createEndpoint(ws);

@@ -161,6 +161,38 @@ describe('changesOf: versions and deletions', () => {
     expect(changesOf([deletion('Encounter', 'e1')], states).events.map((e) => e.event)).toEqual(['Encounter.deleted']);
   });
 
+  it('keeps the version a deletion deleted, and takes that version or an older one delivered late as late: not stored again', () => {
+    const key = stateKey('Encounter', 'e1');
+    const v2 = '2024-01-02T00:00:00.000000000Z';
+    const deleted = changesOf([deletion('Encounter', 'e1')], new Map([[key, stored({ status: 'in-progress', lastUpdated: v2, versionId: '2' })]]));
+    expect(deleted.events.map((e) => e.event)).toEqual(['Encounter.deleted']);
+    const tombstone = deleted.states.get(key)!;
+    expect(tombstone).toEqual({ status: null, patientId: null, sourceTags: null, contentHash: null, lastUpdated: v2, versionId: '2', deleted: true });
+    const after = new Map([[key, tombstone]]);
+    // The version deleted, or an older one, comes late: skipped and listed, no event, no state.
+    for (const late of [encounter('e1', 'in-progress', v2, 3, '2'), encounter('e1', 'planned', '2024-01-01T00:00:00.000Z', 3, '1')]) {
+      const changes = changesOf([late], after);
+      expect(changes.events).toEqual([]);
+      expect(changes.states.size).toBe(0);
+      expect(changes.stale).toEqual([{ index: 3, message: 'Encounter not applied: it was deleted, and this is the version deleted or an older one (its meta.lastUpdated or meta.versionId)' }]);
+    }
+    // A newer version is the resource made again: created, as for one never seen.
+    const again = changesOf([encounter('e1', 'planned', '2024-01-05T00:00:00.000Z', 0, '5')], after);
+    expect(again.events.map((e) => e.event)).toEqual(['Encounter.created', 'Encounter.planned']);
+    expect(again.states.get(key)).toMatchObject({ status: 'planned', versionId: '5' });
+    expect(again.states.get(key)!.deleted).toBeUndefined();
+    // One that cannot be ordered against it (no version at all) is applied as it comes.
+    expect(changesOf([encounter('e1', 'planned', null)], after).events.map((e) => e.event)).toEqual(['Encounter.created', 'Encounter.planned']);
+    // A DELETE of it again deletes nothing and raises nothing; the tombstone keeps the newer version.
+    const twice = changesOf([deletion('Encounter', 'e1')], after);
+    expect(twice.events).toEqual([]);
+    expect(twice.stale).toEqual([]);
+    expect(twice.states.get(key)).toEqual(tombstone);
+    const newer = changesOf([{ ...deletion('Encounter', 'e1'), versionId: '4' }], after);
+    expect(newer.states.get(key)).toMatchObject({ versionId: '4', deleted: true });
+    expect(changesOf([{ ...deletion('Encounter', 'e1'), versionId: '1' }], after).states.get(key)).toEqual(tombstone);
+  });
+
   it('raises deleted only for a resource that is stored', () => {
     const key = stateKey('Observation', 'o1');
     const existing = changesOf([deletion('Observation', 'o1')], new Map([[key, stored({ status: 'final' })]]));

@@ -51,6 +51,7 @@ export function statesOfRows(rows: readonly StateRow[], wanted: ReadonlySet<stri
       contentHash: row.content_hash,
       lastUpdated: row.last_updated,
       versionId: row.version_id,
+      ...(Number(row.deleted) === 1 ? { deleted: true as const } : {}),
     });
   }
   return states;
@@ -65,11 +66,13 @@ export interface StateRow {
   content_hash: string | null;
   last_updated: string | null;
   version_id: string | null;
+  /** 1 for a deleted resource's tombstone (migration 0019) */
+  deleted: number;
 }
 
 async function readByJsonKeys(db: DbOrTx, workspaceId: string, wanted: Set<string>): Promise<StateRow[]> {
   const { rows } = await sql<StateRow>`
-    select s.resource_type, s.resource_id, s.status, s.patient_id, s.source_tags, s.content_hash, s.last_updated, s.version_id
+    select s.resource_type, s.resource_id, s.status, s.patient_id, s.source_tags, s.content_hash, s.last_updated, s.version_id, s.deleted
     from ${jsonRows('sqlite', [...wanted].map(splitKey))}
     cross join resource_states s
     where s.workspace_id = ${workspaceId} and s.resource_type = value ->> 0 and s.resource_id = value ->> 1`.execute(db);
@@ -85,7 +88,7 @@ async function readByIdLists(db: DbOrTx, workspaceId: string, wanted: Set<string
     rows.push(
       ...(await db
         .selectFrom('resource_states')
-        .select(['resource_type', 'resource_id', 'status', 'patient_id', 'source_tags', 'content_hash', 'last_updated', 'version_id'])
+        .select(['resource_type', 'resource_id', 'status', 'patient_id', 'source_tags', 'content_hash', 'last_updated', 'version_id', 'deleted'])
         .where('workspace_id', '=', workspaceId)
         .where('resource_type', 'in', types)
         .where('resource_id', 'in', chunk)
@@ -112,14 +115,14 @@ export async function writeResourceStates(
   if (upserts.length > 0) {
     // `where true`: SQLite would read `on conflict` after a bare FROM as a join constraint.
     await sql`
-      insert into resource_states (workspace_id, resource_type, resource_id, status, patient_id, source_tags, content_hash, last_updated, version_id, delivery_id, updated_at)
-      select cast(${workspaceId} as text), value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4, value ->> 5, value ->> 6, value ->> 7, cast(${deliveryId} as text), cast(${at} as text)
+      insert into resource_states (workspace_id, resource_type, resource_id, status, patient_id, source_tags, content_hash, last_updated, version_id, deleted, delivery_id, updated_at)
+      select cast(${workspaceId} as text), value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4, value ->> 5, value ->> 6, value ->> 7, cast(value ->> 8 as integer), cast(${deliveryId} as text), cast(${at} as text)
       from ${jsonRows(dialect, upserts)}
       where true
       on conflict (workspace_id, resource_type, resource_id) do update set
         status = excluded.status, patient_id = excluded.patient_id, source_tags = excluded.source_tags,
         content_hash = excluded.content_hash, last_updated = excluded.last_updated, version_id = excluded.version_id,
-        delivery_id = excluded.delivery_id, updated_at = excluded.updated_at`.execute(db);
+        deleted = excluded.deleted, delivery_id = excluded.delivery_id, updated_at = excluded.updated_at`.execute(db);
   }
   for (const [type, ids] of idsByType(deleted)) {
     for (const chunk of chunks(ids, ID_CHUNK)) {
@@ -133,7 +136,7 @@ export async function writeResourceStates(
   }
 }
 
-/** Final states as upsert rows (`[type, id, status, patientId, sourceTags JSON, contentHash, lastUpdated, versionId]`) and deleted keys. */
+/** Final states as upsert rows (`[type, id, status, patientId, sourceTags JSON, contentHash, lastUpdated, versionId, deleted ('1' or '0')]`; a tombstone is one) and keys whose row goes. */
 export function splitStates(states: ReadonlyMap<string, ResourceState | null>): { upserts: (string | null)[][]; deleted: string[] } {
   const upserts: (string | null)[][] = [];
   const deleted: string[] = [];
@@ -143,7 +146,7 @@ export function splitStates(states: ReadonlyMap<string, ResourceState | null>): 
       continue;
     }
     const [type, id] = splitKey(key);
-    upserts.push([type, id, state.status, state.patientId, state.sourceTags === null ? null : JSON.stringify(state.sourceTags), state.contentHash, state.lastUpdated, state.versionId]);
+    upserts.push([type, id, state.status, state.patientId, state.sourceTags === null ? null : JSON.stringify(state.sourceTags), state.contentHash, state.lastUpdated, state.versionId, state.deleted ? '1' : '0']);
   }
   return { upserts, deleted };
 }

@@ -91,18 +91,18 @@ function prepare(connection: BetterSqlite3.Database): SqliteDeliveryStatements {
     ),
     // `cross join` keeps the keys as the outer loop: one index probe per key (resource-state.repository.ts).
     readStates: connection.prepare(
-      `select s.resource_type, s.resource_id, s.status, s.patient_id, s.source_tags, s.content_hash, s.last_updated, s.version_id
+      `select s.resource_type, s.resource_id, s.status, s.patient_id, s.source_tags, s.content_hash, s.last_updated, s.version_id, s.deleted
        from json_each(?) cross join resource_states s
        where s.workspace_id = ? and s.resource_type = value ->> 0 and s.resource_id = value ->> 1`,
     ),
     // `where true`: SQLite would read `on conflict` after a bare FROM as a join constraint.
     upsertStates: connection.prepare(
-      `insert into resource_states (workspace_id, resource_type, resource_id, status, patient_id, source_tags, content_hash, last_updated, version_id, delivery_id, updated_at)
-       select ?, value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4, value ->> 5, value ->> 6, value ->> 7, ?, ? from json_each(?) where true
+      `insert into resource_states (workspace_id, resource_type, resource_id, status, patient_id, source_tags, content_hash, last_updated, version_id, deleted, delivery_id, updated_at)
+       select ?, value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4, value ->> 5, value ->> 6, value ->> 7, cast(value ->> 8 as integer), ?, ? from json_each(?) where true
        on conflict (workspace_id, resource_type, resource_id) do update set
          status = excluded.status, patient_id = excluded.patient_id, source_tags = excluded.source_tags,
          content_hash = excluded.content_hash, last_updated = excluded.last_updated, version_id = excluded.version_id,
-         delivery_id = excluded.delivery_id, updated_at = excluded.updated_at`,
+         deleted = excluded.deleted, delivery_id = excluded.delivery_id, updated_at = excluded.updated_at`,
     ),
     deleteState: connection.prepare(`delete from resource_states where workspace_id = ? and resource_type = ? and resource_id = ?`),
     markProcessed: connection.prepare(
