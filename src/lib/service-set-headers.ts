@@ -21,15 +21,22 @@ const SERVICE_SET = new Set([
   'expect',
 ]);
 
-/** True for a header name (any case) that only the service sets: see above. `proxy-*` included. */
+/**
+ * Set by the proxies on the way, never by a client: an ingress or an application behind it may
+ * pick the virtual host, scheme or client address from them, as from `Host`.
+ */
+const PROXY_SET = new Set(['forwarded', 'via', 'max-forwards']);
+
+/** True for a header name (any case) that only the service or a proxy sets: see above. `proxy-*` and `x-forwarded-*` included. */
 export function isServiceSetHeader(name: string): boolean {
   const lower = name.toLowerCase();
-  return SERVICE_SET.has(lower) || lower.startsWith('proxy-');
+  return SERVICE_SET.has(lower) || PROXY_SET.has(lower) || lower.startsWith('proxy-') || lower.startsWith('x-forwarded-');
 }
 
 /** Why such a header cannot be written, for an import error or a step's failure. */
 export function serviceSetHeaderProblem(name: string): string {
-  return name.toLowerCase() === 'host'
-    ? `with.headers: "${name}" is set from the URL, so the host the allow-list checks is the one called; write the host in with.url`
-    : `with.headers: "${name}" is set by the service (it frames the request or speaks to a proxy) and cannot be written`;
+  const lower = name.toLowerCase();
+  if (lower === 'host') return `with.headers: "${name}" is set from the URL, so the host the allow-list checks is the one called; write the host in with.url`;
+  if (PROXY_SET.has(lower) || lower.startsWith('x-forwarded-')) return `with.headers: "${name}" is for the proxies on the way to set (it can choose the host or address a partner's ingress routes to) and cannot be written`;
+  return `with.headers: "${name}" is set by the service (it frames the request or speaks to a proxy) and cannot be written`;
 }

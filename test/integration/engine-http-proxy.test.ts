@@ -202,6 +202,27 @@ describeEachStore('engine: http automation through a proxy', (env) => {
     expect(JSON.stringify(lines)).not.toContain('127.0.0.1');
   });
 
+  it('sends no path that starts with "//" (an empty first placeholder): through the proxy it named another host', async () => {
+    const ws = await env.workspace();
+    await secretSet(env.container, { workspaceId: ws.workspaceId, name: 'LAB_TOKEN', value: 'tok-very-secret-123' });
+    const url = `http://partner.invalid:${ledger.port}/{{ payload.tenant }}/{{ payload.id }}/notify`;
+    const { triggerId } = await webTriggerFor(ws, chain('Tenant path', [httpStep('post', { method: 'POST', url, headers: { authorization: 'Bearer ${secrets.LAB_TOKEN}' }, body: { n: 1 } })]));
+    const runId = await fire(ws, triggerId, { tenant: '', id: 'evil.invalid' });
+    const [seenByProxy, seenByLedger] = [proxy.requests.length, ledger.requests.length];
+    await testWorker(env, {}, { allow: createAllowList(['partner.invalid']), proxy: createOutboundProxy(proxy.url(), []) }).drain();
+    expect(proxy.requests.length).toBe(seenByProxy);
+    expect(ledger.requests.length).toBe(seenByLedger);
+    const run = await getRun(ws, runId);
+    expect(run.automationStatus).toBe('errored');
+    expect(run.error?.message).toBe('http: with.url\'s path starts with "//" once its placeholders are filled (a path that starts so names another host to a proxy; was a placeholder at its start empty?)');
+    // With a value, the same blueprint calls the partner.
+    const fine = await fire(ws, triggerId, { tenant: 't1', id: 'evil.invalid' });
+    ledger.on('/t1/evil.invalid/notify', { status: 200, body: { ok: true } });
+    await testWorker(env, {}, { allow: createAllowList(['partner.invalid']), proxy: createOutboundProxy(proxy.url(), []) }).drain();
+    expect((await getRun(ws, fine)).automationStatus).toBe('completed');
+    expect(proxy.requests.slice(seenByProxy).map((request) => request.target)).toEqual([`http://partner.invalid:${ledger.port}/t1/evil.invalid/notify`]);
+  });
+
   it('does not send a name it cannot check: unresolvable here and not named in the allow-list', async () => {
     const ws = await env.workspace();
     const { triggerId } = await webTriggerFor(ws, chain('Unknown', [httpStep('u', { method: 'GET', url: `http://partner.invalid:${ledger.port}/x` })]));

@@ -69,6 +69,26 @@ describeEachStore(
       expect(await secretList(env.container, { workspaceId: ws.workspaceId })).toEqual([{ name: 'LAB_TOKEN', createdAt: expect.any(String), updatedAt: expect.any(String) }]);
     });
 
+    it('reads [secret] where a partner echoes it JSON-escaped, or where the answer was cut inside it', async () => {
+      const ws = await env.workspace();
+      const escaped = 'ab"cd\\ef/gh-123456';
+      await secretSet(env.container, { workspaceId: ws.workspaceId, name: 'LAB_TOKEN', value: escaped });
+      // The echo as a JSON text writes it: `ab\"cd\\ef/gh-123456`.
+      ledger.on('/echo-json', { status: 200, body: { headers: { authorization: `Bearer ${escaped}` } } });
+      const cap = 64 * 1024;
+      ledger.on('/echo-cut', { status: 200, body: `${'x'.repeat(cap - 'Bearer '.length - 10)}Bearer ${escaped}` });
+      // One after the other: the two imports are versions of one blueprint (same name).
+      const echoedRun = await fire(ws, (await webTriggerFor(ws, withSecret('/echo-json'))).triggerId, { ward: 'B2' });
+      await worker().drain();
+      const cutRun = await fire(ws, (await webTriggerFor(ws, withSecret('/echo-cut'))).triggerId, { ward: 'B2' });
+      await worker().drain();
+      expect((await getSteps(ws, echoedRun))[0].output).toEqual({ status: 200, body: { headers: { authorization: 'Bearer [secret]' } } });
+      const cutOutput = (await getSteps(ws, cutRun))[0].output as { body: string; truncated: boolean };
+      expect(cutOutput.truncated).toBe(true);
+      expect(cutOutput.body.slice(-30)).toBe('xxxxxxxxxxxxxxxBearer [secret]');
+      for (const runId of [echoedRun, cutRun]) expect((await ws.call('GET', `/v1/runs/${runId}/steps`)).body).not.toMatch(/ab\\"cd|ab"cd/);
+    });
+
     it("is never another workspace's: a run there errors, names the secret, and sends nothing", async () => {
       const owner = await env.workspace();
       const other = await env.workspace();

@@ -686,6 +686,12 @@ describe('validateBlueprint: automations', () => {
       for (const name of ['content-length', 'Transfer-Encoding', 'connection', 'Keep-Alive', 'upgrade', 'TE', 'trailer', 'expect', 'Proxy-Authorization', 'proxy-connection']) {
         expectProblem(http({ headers: { [name]: 'x' } }), `${at}with.headers: "${name}" is set by the service (it frames the request or speaks to a proxy) and cannot be written`);
       }
+      for (const name of ['X-Forwarded-Host', 'x-forwarded-for', 'Forwarded', 'Via', 'max-forwards']) {
+        expectProblem(
+          http({ headers: { [name]: 'x' } }),
+          `${at}with.headers: "${name}" is for the proxies on the way to set (it can choose the host or address a partner's ingress routes to) and cannot be written`,
+        );
+      }
       // Names that merely start like them are the blueprint's own.
       expectValid(http({ headers: { 'X-Host': 'a', Hostname: 'b', 'Content-Type': 'text/plain', Authorization: 'Bearer x' } }));
     });

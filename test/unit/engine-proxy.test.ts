@@ -123,6 +123,7 @@ describe('sending through a proxy', () => {
         await expect(sendOutbound({ ...request('http://partner.example/x'), headers }, createAllowList(['partner.example']), proxy)).rejects.toThrow(OutboundRefusedError);
         await expect(sendOutbound({ ...request('http://93.184.215.14/x'), headers }, createAllowList([]))).rejects.toThrow(/is set (from the URL|by the service)/);
       }
+      await expect(sendOutbound({ ...request('http://partner.example//evil.example/x'), headers: {} }, createAllowList(['partner.example']), proxy)).rejects.toThrow(/its path starts with "\/\/"/);
       expect(connections).toBe(0);
     } finally {
       await new Promise<void>((resolve) => counting.close(() => resolve()));

@@ -21,10 +21,11 @@ import { render, renderText, renderUrl } from '../run-context.js';
 import { UrlTemplateError } from '../../lib/placeholders.js';
 import type { StepResult } from '../executor.js';
 import { backoffDelay, isRetryableStatus, retryAfterMs } from '../outbound/backoff.js';
-import { OutboundNetworkError, OutboundRefusedError, sendOutbound, type OutboundAnswer } from '../outbound/outbound-request.js';
+import { DOUBLE_SLASH, OutboundNetworkError, OutboundRefusedError, sendOutbound, type OutboundAnswer } from '../outbound/outbound-request.js';
 import { CallAbandoned, requireValidFilled, StepFailure, type AutomationHandler, type CallOutcome, type StepRequest } from './automation.js';
 import { fillSecrets, mentionsSecrets, secretNamesIn } from '../../modules/secrets/secret-refs.js';
 import { isTransientStoreError } from '../../lib/store-errors.js';
+import { redactText, redactValue, secretForms } from './redact-secrets.js';
 
 export const MAX_HTTP_BODY_BYTES = 64 * 1024;
 
@@ -139,6 +140,7 @@ function parseUrl(text: unknown): URL {
   const url = new URL(text);
   if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new StepFailure('http: with.url must be http or https');
   if (url.username || url.password) throw new StepFailure('http: with.url may not carry a user name or password; use a header');
+  if (url.pathname.startsWith('//')) throw new StepFailure(`http: with.url's path starts with "//" once its placeholders are filled (${DOUBLE_SLASH})`);
   return url;
 }
 
@@ -197,20 +199,18 @@ function headerText(value: string | string[] | undefined): string | undefined {
   return Array.isArray(value) ? value[0] : value;
 }
 
-/** Secrets shorter than this are not looked for in answers: replacing them would garble text. */
-const MIN_REDACTED_SECRET = 8;
-
 /**
  * `{status, body}`: the body parsed when it is JSON, else its text; null when empty. A secret
- * the call sent that comes back in the body (a partner echoing the request) reads `[secret]`.
+ * the call sent that comes back in the body (a partner echoing the request) reads `[secret]`,
+ * in whatever form it comes back (redact-secrets.ts).
  */
 function outputOf(answer: OutboundAnswer, secrets: readonly string[]): { status: number; body: unknown; truncated?: true } {
-  let text = answer.body;
-  for (const secret of secrets) if (secret.length >= MIN_REDACTED_SECRET) text = text.split(secret).join('[secret]');
+  const forms = secretForms(secrets);
+  const text = redactText(answer.body, forms, answer.truncated);
   let body: unknown = text === '' ? null : text;
   if (text !== '' && !answer.truncated) {
     try {
-      body = JSON.parse(text);
+      body = redactValue(JSON.parse(text), forms);
     } catch {
       // Not JSON: keep the text.
     }

@@ -42,7 +42,15 @@ export interface OutboundAnswer {
   fromProxy: boolean;
 }
 
-/** The allow-list refused the address: asking again will not help. */
+/**
+ * Why a path that starts with `//` is not sent: http-proxy-agent makes the URL it asks the proxy
+ * for with `new URL(path, 'http://' + host)`, which reads `//evil.example/x` as another host's
+ * (a security review, 2026-11-28: an empty first path placeholder sent a partner's secret to a
+ * host the payload named). Such a path comes from an empty placeholder more than from intent.
+ */
+export const DOUBLE_SLASH = 'a path that starts so names another host to a proxy; was a placeholder at its start empty?';
+
+/** The allow-list refused the address, or the request is one never sent: asking again will not help. */
 export class OutboundRefusedError extends Error {}
 
 /**
@@ -66,6 +74,7 @@ export async function sendOutbound(request: OutboundRequest, allow: AllowList, p
   // send them either: a Host header re-points a proxied call past the address checked below.
   const serviceSet = Object.keys(request.headers).find(isServiceSetHeader);
   if (serviceSet !== undefined) throw new OutboundRefusedError(serviceSetHeaderProblem(serviceSet));
+  if (url.pathname.startsWith('//')) throw new OutboundRefusedError(`its path starts with "//" (${DOUBLE_SLASH})`);
   const target = targetOf(url);
   const { host, port } = target;
   const giveUp = new AbortController();
