@@ -1,3 +1,4 @@
+import { sql } from 'kysely';
 import type { DbOrTx } from '../storage/database.js';
 import { listParameter, runHot, type HotStatement } from '../storage/hot-statement.js';
 import { hashApiKey } from './api-keys.js';
@@ -68,7 +69,17 @@ export class KeyResolver {
   }
 }
 
-export async function touchKeys(db: DbOrTx, keyIds: string[], at: string): Promise<void> {
-  if (keyIds.length === 0) return;
-  await db.updateTable('api_keys').set({ last_used_at: at }).where('id', 'in', keyIds).execute();
+/** Sets each key's `last_used_at` to its time, in one statement per 500 keys, never moving one back. */
+export async function touchKeys(db: DbOrTx, lastUse: ReadonlyMap<string, string>): Promise<void> {
+  const entries = [...lastUse];
+  for (let start = 0; start < entries.length; start += 500) {
+    const chunk = entries.slice(start, start + 500);
+    const at = sql<string>`case id ${sql.join(chunk.map(([keyId, time]) => sql`when ${keyId} then ${time}`), sql` `)} end`;
+    await db
+      .updateTable('api_keys')
+      .set({ last_used_at: at })
+      .where('id', 'in', chunk.map(([keyId]) => keyId))
+      .where((eb) => eb.or([eb('last_used_at', 'is', null), eb('last_used_at', '<', at)]))
+      .execute();
+  }
 }

@@ -1,6 +1,8 @@
 import { expect, it } from 'vitest';
 import { describeEachStore } from '../helpers/test-env.js';
-import { issueKey, listKeys } from '../../src/modules/tenancy/tenancy.repository.js';
+import { issueKey, listKeys, revokeKey } from '../../src/modules/tenancy/tenancy.repository.js';
+import { touchKeys } from '../../src/auth/key.repository.js';
+import { ManualClock } from '../../src/lib/clock.js';
 
 describeEachStore('GET /v1/me', (env) => {
   it('returns the key context for a valid key', async () => {
@@ -91,3 +93,24 @@ describeEachStore('GET /v1/me', (env) => {
     expect(after.get(refused.keyId)).toBeNull();
   });
 });
+
+const clock = new ManualClock('2030-03-01T10:00:00.000Z');
+
+describeEachStore('lastUsedAt', (env) => {
+  it('is the time of the call, not of the write a second later: never after a revocation that came after the call', async () => {
+    const ws = await env.workspace();
+    const key = await ws.keyWith([]);
+    const calledAt = clock.now().toISOString();
+    expect((await ws.call('GET', '/v1/me', { key: key.key })).statusCode).toBe(200);
+    clock.advance(300);
+    const revokedAt = clock.now().toISOString();
+    await revokeKey(env.db, key.keyId, revokedAt);
+    clock.advance(600);
+    await env.container.keyUsage.flush();
+    const lastUsedAt = async () => (await listKeys(env.db, ws.workspaceId)).find((listed) => listed.keyId === key.keyId)?.lastUsedAt;
+    expect(await lastUsedAt()).toBe(calledAt);
+    // Another process's older use (or a clock behind) never moves it back.
+    await touchKeys(env.db, new Map([[key.keyId, '2030-03-01T09:59:59.000Z']]));
+    expect(await lastUsedAt()).toBe(calledAt);
+  });
+}, { clock });

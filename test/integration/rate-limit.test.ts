@@ -1,4 +1,5 @@
 import { Readable } from 'node:stream';
+import { sql } from 'kysely';
 import { afterAll, expect, it } from 'vitest';
 import { createContainer, type Container } from '../../src/container.js';
 import { loadConfig } from '../../src/config.js';
@@ -6,6 +7,7 @@ import { createLogger } from '../../src/lib/logger.js';
 import { buildApp } from '../../src/http/app.js';
 import type { Api } from '../../src/http/types.js';
 import { describeEachStore, type TestEnv } from '../helpers/test-env.js';
+import { PostgresRateLimiter, type RateDecision } from '../../src/http/rate-limit/rate-limiter.js';
 
 /** Six calls a minute per key: small enough to spend in a test, and nothing refills meanwhile. */
 const BUDGET = 6;
@@ -139,6 +141,39 @@ describeEachStore(
         }
         expect((await ws.call('GET', '/v1/me')).statusCode).toBe(429);
         expect((await callSecond()).statusCode).toBe(429);
+      });
+
+      it('gives back what a lease did not spend: a caller of a per-hour budget, once a second, spends one token a call', async () => {
+        // 1000 an hour: a lease is a chunk of 50 for a second; 100 calls 1.1 s apart are a tenth of the budget.
+        let now = Date.now();
+        const limiter = new PostgresRateLimiter(env.db, { requests: 1000, perSeconds: 3600 }, () => now);
+        const answers: RateDecision[] = [];
+        for (let i = 0; i < 100; i++) {
+          answers.push(await limiter.take('key:sparse'));
+          now += 1100;
+        }
+        expect(answers.filter((answer) => answer.allowed)).toHaveLength(100);
+        // Before, 49 of each 50 leased were dropped: 21 calls spent the hour's budget.
+        const row = await sql<{ tokens: number }>`select tokens from rate_limit_buckets where key = 'key:sparse'`.execute(env.db);
+        expect(Number(row.rows[0].tokens)).toBeGreaterThanOrEqual(1000 - 100 - 50);
+        expect(answers.at(-1)!.remaining).toBeGreaterThanOrEqual(1000 - 100);
+        // Another process of the same budget sees what was given back, not 21 calls' worth of leases.
+        const other = new PostgresRateLimiter(env.db, { requests: 1000, perSeconds: 3600 });
+        expect((await other.take('key:sparse', 900)).allowed).toBe(false);
+        expect((await other.take('key:sparse', 800)).allowed).toBe(true);
+      });
+
+      it('asks the store again for a heavy call that joined a renewal sized for lighter ones', async () => {
+        const limiter = new PostgresRateLimiter(env.db, { requests: 100, perSeconds: 1 });
+        // A small call and a 400 KiB body (7 tokens) at once, on a fresh bucket of 100.
+        const [small, heavy] = await Promise.all([limiter.take('key:heavy', 1), limiter.take('key:heavy', 7)]);
+        expect(small.allowed).toBe(true);
+        expect(heavy.allowed).toBe(true);
+        // Spent: refused once the store has too few, however it was asked.
+        const spent = new PostgresRateLimiter(env.db, { requests: 10, perSeconds: 3600 });
+        expect((await spent.take('key:spent', 8)).allowed).toBe(true);
+        const [a, b] = await Promise.all([spent.take('key:spent', 1), spent.take('key:spent', 5)]);
+        expect([a.allowed, b.allowed]).toEqual([true, false]);
       });
     }
   },
