@@ -23,6 +23,7 @@ import { setupCreated, setupDeleted, setupUpdated } from '../audit/setup-audit.j
 import type { CreateTriggerBody, TriggerView, UpdateTriggerBody } from './trigger.schemas.js';
 import {
   findTrigger,
+  lockTrigger,
   insertTrigger,
   toTriggerView,
   updateTrigger,
@@ -171,13 +172,6 @@ export async function changeTrigger(
       const schedule = body.schedule === null ? null : storedSchedule(body.schedule, new Date(row.created_at));
       changes.schedule = schedule ? JSON.stringify(schedule) : null;
     }
-    const active = (changes.active ?? row.active) === 1;
-    if (body.schedule !== undefined || active !== (row.active === 1)) {
-      // The next tick after now, or after the last tick run if that is later (this process's
-      // clock is behind the one that ran it): never one that ran already (migration 0018).
-      const from = row.last_tick_at !== null && row.last_tick_at > now.toISOString() ? new Date(row.last_tick_at) : now;
-      changes.next_run_at = nextRunOf(parseJson<StoredSchedule | null>(changes.schedule !== undefined ? changes.schedule : row.schedule, null), from, active);
-    }
   }
   if (row.type === 'event') {
     if (body.event === null) throw invalidRequest('body.event cannot be cleared on an event trigger');
@@ -195,19 +189,40 @@ export async function changeTrigger(
     changes.one_per_subject = (body.onePerSubject ?? row.type === 'search') ? 1 : 0;
   }
   changes.updated_at = now.toISOString();
-  const view = toTriggerView({ ...row, ...changes });
-  await withinTransaction(db, async (tx) => {
-    if (changes.query_id) await requireQuery(tx, ctx.workspaceId, changes.query_id);
-    else if (changes.active === 1 && row.active === 0 && row.query_id) {
+  return withinTransaction(db, async (tx) => {
+    // What depends on the trigger's state is decided on the row as it is now, held: read before,
+    // a PATCH {active: true} that raced a PATCH {active: false} on PostgreSQL saw it active still,
+    // left next_run_at alone, and wrote active over the other's next_run_at = null: an active
+    // trigger that never ticked again (a review, 2026-11-28: 13 of 40 rounds).
+    const current = await lockTrigger(tx, ctx.workspaceId, triggerId);
+    if (!current) throw notFound('trigger');
+    const written = { ...changes, ...nextRunChange(current, changes, body.schedule !== undefined, now) };
+    if (written.query_id) await requireQuery(tx, ctx.workspaceId, written.query_id);
+    else if (written.active === 1 && current.active === 0 && current.query_id) {
       // The query may have been deleted while the trigger was off (deleting is allowed then).
-      if (!(await lockQuery(tx, ctx.workspaceId, row.query_id, 'share'))) {
+      if (!(await lockQuery(tx, ctx.workspaceId, current.query_id, 'share'))) {
         throw invalidRequest('the saved query of this trigger was deleted; send a new body.queryId to activate it');
       }
     }
-    await updateTrigger(tx, triggerId, changes);
-    await recordAudit(tx, ctx, changes.updated_at!, [setupUpdated('trigger', triggerId, body, view)]);
+    const view = toTriggerView({ ...current, ...written });
+    await updateTrigger(tx, triggerId, written);
+    await recordAudit(tx, ctx, now.toISOString(), [setupUpdated('trigger', triggerId, body, view)]);
+    return view;
   });
-  return view;
+}
+
+/**
+ * A search trigger's next tick, when its schedule or its being active changes: the next tick
+ * after now, or after the last tick run if that is later (this process's clock is behind the
+ * one that ran it): never one that ran already (migration 0018).
+ */
+function nextRunChange(current: TriggerRow, changes: Partial<TriggerRow>, scheduleChanged: boolean, now: Date): Partial<TriggerRow> {
+  if (current.type !== 'search') return {};
+  const active = (changes.active ?? current.active) === 1;
+  if (!scheduleChanged && active === (current.active === 1)) return {};
+  const from = current.last_tick_at !== null && current.last_tick_at > now.toISOString() ? new Date(current.last_tick_at) : now;
+  const schedule = parseJson<StoredSchedule | null>(changes.schedule !== undefined ? changes.schedule : current.schedule, null);
+  return { next_run_at: nextRunOf(schedule, from, active) };
 }
 
 export async function deleteTrigger(db: Db, ctx: RequestContext, triggerId: string, now: Date): Promise<void> {
