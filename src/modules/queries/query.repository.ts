@@ -1,5 +1,6 @@
 import type { DbOrTx, QueryTable } from '../../storage/database.js';
 import { dialectOfDb } from '../../storage/dialect.js';
+import { holding } from '../../storage/row-lock.js';
 import { newestFirstPage, type Page } from '../../lib/cursor.js';
 import { parseJson } from '../../lib/json.js';
 import { nameContains } from '../../lib/like.js';
@@ -41,9 +42,8 @@ export async function lockQuery(
   queryId: string,
   mode: 'share' | 'update',
 ): Promise<QueryRow | undefined> {
-  let select = tx.selectFrom('queries').selectAll().where('workspace_id', '=', workspaceId).where('id', '=', queryId);
-  if (dialectOfDb(tx) === 'postgres') select = mode === 'share' ? select.forShare() : select.forUpdate();
-  return select.executeTakeFirst();
+  const select = tx.selectFrom('queries').selectAll().where('workspace_id', '=', workspaceId).where('id', '=', queryId);
+  return holding(tx, select, mode).executeTakeFirst();
 }
 
 export async function insertQuery(db: DbOrTx, row: QueryRow): Promise<void> {

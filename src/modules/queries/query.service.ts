@@ -48,12 +48,15 @@ export async function changeQuery(
   if (body.name !== undefined) changes.name = body.name;
   if (body.resourceType !== undefined) changes.resource_type = body.resourceType;
   if (body.filters !== undefined) changes.filters = JSON.stringify(body.filters);
-  const view = toQueryView({ ...row, ...changes });
-  await db.transaction().execute(async (tx) => {
+  return db.transaction().execute(async (tx) => {
+    // Held, as it is now: one deleted meanwhile is a 404, not a 200 for a query that is gone.
+    const current = await lockQuery(tx, ctx.workspaceId, queryId, 'update');
+    if (!current) throw notFound('query');
+    const view = toQueryView({ ...current, ...changes });
     await updateQuery(tx, queryId, changes);
     await recordAudit(tx, ctx, changes.updated_at!, [setupUpdated('query', queryId, body, view)]);
+    return view;
   });
-  return view;
 }
 
 export async function deleteQuery(db: Db, ctx: RequestContext, queryId: string, now: Date): Promise<void> {

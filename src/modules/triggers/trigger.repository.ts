@@ -1,4 +1,4 @@
-import { dialectOfDb } from '../../storage/dialect.js';
+import { holding } from '../../storage/row-lock.js';
 import type { DbOrTx, TriggerTable } from '../../storage/database.js';
 import { newestFirstPage, type Page } from '../../lib/cursor.js';
 import { parseJson } from '../../lib/json.js';
@@ -51,9 +51,8 @@ export async function findTrigger(db: DbOrTx, workspaceId: string, triggerId: st
 
 /** The trigger, held until the transaction ends (PostgreSQL; a SQLite write transaction holds the whole store). */
 export async function lockTrigger(tx: DbOrTx, workspaceId: string, triggerId: string): Promise<TriggerRow | undefined> {
-  let select = tx.selectFrom('triggers').selectAll().where('workspace_id', '=', workspaceId).where('id', '=', triggerId).where('deleted_at', 'is', null);
-  if (dialectOfDb(tx) === 'postgres') select = select.forUpdate();
-  return select.executeTakeFirst();
+  const select = tx.selectFrom('triggers').selectAll().where('workspace_id', '=', workspaceId).where('id', '=', triggerId).where('deleted_at', 'is', null);
+  return holding(tx, select).executeTakeFirst();
 }
 
 export interface TriggerForFire {

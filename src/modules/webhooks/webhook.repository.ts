@@ -1,4 +1,5 @@
 import type { DbOrTx, WebhookTable } from '../../storage/database.js';
+import { holding } from '../../storage/row-lock.js';
 import { newestFirstPage, type Page } from '../../lib/cursor.js';
 import type { WebhookAuth, WebhookView } from './webhook.schemas.js';
 
@@ -30,6 +31,12 @@ export async function findWebhook(db: DbOrTx, workspaceId: string, webhookId: st
     .where('id', '=', webhookId)
     .where('deleted_at', 'is', null)
     .executeTakeFirst();
+}
+
+/** The live endpoint, held until the transaction ends (storage/row-lock.ts). */
+export async function lockWebhook(tx: DbOrTx, workspaceId: string, webhookId: string): Promise<WebhookRow | undefined> {
+  const select = tx.selectFrom('webhooks').selectAll().where('workspace_id', '=', workspaceId).where('id', '=', webhookId).where('deleted_at', 'is', null);
+  return holding(tx, select).executeTakeFirst();
 }
 
 /**

@@ -11,7 +11,7 @@ import type { SecretBox } from '../../lib/secret-box.js';
 import { invalidRequest, notFound } from '../../lib/errors.js';
 import { uuidv7 } from '../../lib/ids.js';
 import type { CreateWebhookBody, CreatedWebhook, UpdateWebhookBody, WebhookView } from './webhook.schemas.js';
-import { findWebhook, insertWebhook, toWebhookView, updateWebhook, type WebhookRow } from './webhook.repository.js';
+import { findWebhook, insertWebhook, lockWebhook, toWebhookView, updateWebhook, type WebhookRow } from './webhook.repository.js';
 import { expireSecrets, generateWebhookSecret, insertSecret, newSecretRow } from './webhook-secrets.js';
 import { recordAudit } from '../audit/audit.repository.js';
 import { setupCreated, setupDeleted, setupUpdated } from '../audit/setup-audit.js';
@@ -71,12 +71,15 @@ export async function changeWebhook(
   const changes: Partial<WebhookRow> = { updated_at: now.toISOString() };
   if (body.name !== undefined) changes.name = body.name;
   if (body.active !== undefined) changes.active = body.active ? 1 : 0;
-  const view = toWebhookView({ ...row, ...changes }, deps.publicUrl);
-  await deps.db.transaction().execute(async (tx) => {
+  return deps.db.transaction().execute(async (tx) => {
+    // Held, as it is now: one deleted meanwhile is a 404 (its row is not turned active again).
+    const current = await lockWebhook(tx, ctx.workspaceId, webhookId);
+    if (!current) throw notFound('webhook endpoint');
+    const view = toWebhookView({ ...current, ...changes }, deps.publicUrl);
     await updateWebhook(tx, webhookId, changes);
     await recordAudit(tx, ctx, changes.updated_at!, [setupUpdated('webhook', webhookId, body, view)]);
+    return view;
   });
-  return view;
 }
 
 export async function deleteWebhook(db: Db, ctx: RequestContext, webhookId: string, now: Date): Promise<void> {
