@@ -86,8 +86,11 @@ const isRecordType = (type: string): type is RecordType => type === 'Patient' ||
 export function touchedStateKeys(items: readonly DigestItem[]): Set<string> {
   const keys = new Set<string>();
   for (const item of items) {
-    if (item.kind === 'resource') keys.add(stateKey(item.resourceType, item.id));
-    else keys.add(stateKey(item.record.resourceType, item.record.extId));
+    if (item.kind === 'resource') {
+      keys.add(stateKey(item.resourceType, item.id));
+      // Whether the Patient it belongs to was deleted (a tombstone: no stand-in record for it).
+      if (item.patientId !== null) keys.add(stateKey('Patient', item.patientId));
+    } else keys.add(stateKey(item.record.resourceType, item.record.extId));
   }
   return keys;
 }
@@ -161,7 +164,9 @@ export function changesOf(items: readonly DigestItem[], stored: ReadonlyMap<stri
     }
 
     const { patientId, record } = item;
-    if (patientId !== null) referencedPatients.add(patientId);
+    // A Patient deleted (its tombstone) gets no stand-in record back from a resource that names
+    // it: a retried bundle made a deleted patient searchable again, a cohort's candidate.
+    if (patientId !== null && !current(stateKey('Patient', patientId))?.deleted) referencedPatients.add(patientId);
     // Sent again as it was (a nightly full export, a retry under a new key): nothing happened to
     // it, so no event; search is kept as it is written below.
     const unchanged = before !== null && before.contentHash !== null && before.contentHash === item.contentHash && before.patientId === patientId;
@@ -196,8 +201,14 @@ function isLateAfterDeletion(item: ResourceVersion, tombstone: ResourceState): b
  */
 function tombstoneOf(deletion: ResourceVersion, known: ResourceState | null): ResourceState | null {
   const kept = known !== null && hasVersion(known) ? known : null;
-  const order = kept === null ? 1 : compareVersions(deletion, kept);
-  const version = hasVersion(deletion) && order !== -1 && order !== 0 ? deletion : kept;
+  let version: ResourceVersion | null;
+  if (!hasVersion(deletion) || kept === null) version = kept ?? (hasVersion(deletion) ? deletion : null);
+  else {
+    const order = compareVersions(deletion, kept);
+    // Versions that cannot be ordered (one gives only an instant, the other only a versionId)
+    // both describe the version deleted: both are kept, so neither is taken for a newer one.
+    version = order === 1 ? deletion : order === null ? { lastUpdated: deletion.lastUpdated ?? kept.lastUpdated, versionId: deletion.versionId ?? kept.versionId } : kept;
+  }
   if (version === null) return null;
   return { status: null, patientId: null, sourceTags: null, contentHash: null, lastUpdated: version.lastUpdated, versionId: version.versionId, deleted: true };
 }

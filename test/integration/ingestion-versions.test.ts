@@ -171,6 +171,31 @@ describeEachStore('resource versions and deletions from feeds out of order', (en
     expect(await runsOf(ws, `triggerId=${created.triggerId}`)).toHaveLength(2);
   });
 
+  it('a deleted Patient is not made again as a stand-in by a retried bundle whose other resources name it', async () => {
+    const ws = await env.workspace();
+    const feed = await createEndpoint(ws);
+    const observation = { resourceType: 'Observation', id: 'od-9', meta: { versionId: '1', lastUpdated: at(1) }, status: 'final', code: { text: 'HbA1c' }, subject: { reference: 'Patient/pd-9' } };
+    const original = { resourceType: 'Bundle', type: 'transaction', entry: [put(patient('pd-9', 1, 'Deleted', 'diabetes')), put(observation)] };
+    await send(ws, feed, original);
+    await send(ws, feed, deletion('Patient', 'pd-9'));
+    await send(ws, feed, original);
+    expect((await lastDelivery(ws, feed)).skippedCount).toBe(1);
+    expect((await search(ws, 'Patient')).results).toEqual([]);
+  });
+
+  it('a deletion whose version cannot be ordered against the stored one keeps both: the version deleted stays deleted', async () => {
+    const ws = await env.workspace();
+    const feed = await createEndpoint(ws);
+    const created = await eventTrigger(ws, 'Observation.created');
+    // Stored with meta.lastUpdated only; deleted by a history entry that gives only an etag.
+    const observation = { resourceType: 'Observation', id: 'ou-1', meta: { lastUpdated: at(2) }, status: 'final', code: { text: 'HbA1c' }, subject: { reference: 'Patient/pu-1' } };
+    await send(ws, feed, observation);
+    await send(ws, feed, history({ request: { method: 'DELETE', url: 'Observation/ou-1' }, response: { status: '204', etag: 'W/"2"' } }));
+    await send(ws, feed, observation);
+    expect(await lastDelivery(ws, feed)).toMatchObject({ events: [], skippedCount: 1 });
+    expect(await runsOf(ws, `triggerId=${created.triggerId}`)).toHaveLength(1);
+  });
+
   it('a delivery applied in parts lists the older versions every part skipped', async () => {
     const ws = await env.workspace();
     const feed = await createEndpoint(ws);

@@ -175,6 +175,19 @@ describeEachStore(
         const [a, b] = await Promise.all([spent.take('key:spent', 1), spent.take('key:spent', 5)]);
         expect([a.allowed, b.allowed]).toEqual([true, false]);
       });
+
+      it('leaves what a refused call was granted to the other processes at once', async () => {
+        const setting = { requests: 100, perSeconds: 3600 };
+        const [first, second] = [new PostgresRateLimiter(env.db, setting), new PostgresRateLimiter(env.db, setting)];
+        for (let i = 0; i < 80; i++) expect((await second.take('key:strand')).allowed).toBe(true);
+        // 20 left of 100 (and the second process's lease holds what it has not spent yet).
+        expect((await first.take('key:strand', 30)).allowed).toBe(false);
+        // Kept in the refused call's lease, those tokens were no one's until that process's next call of the key.
+        let allowed = 0;
+        for (let i = 0; i < 30; i++) if ((await second.take('key:strand')).allowed) allowed++;
+        expect(allowed).toBeGreaterThanOrEqual(19);
+        expect(allowed).toBeLessThanOrEqual(20);
+      });
     }
   },
   { env: { CAREPATH_RATE_LIMIT: `${BUDGET}/${WINDOW_SECONDS}s` } },

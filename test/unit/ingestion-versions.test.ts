@@ -193,6 +193,14 @@ describe('changesOf: versions and deletions', () => {
     expect(changesOf([{ ...deletion('Encounter', 'e1'), versionId: '1' }], after).states.get(key)).toEqual(tombstone);
   });
 
+  it('keeps both versions in a tombstone when the deletion\'s cannot be ordered against the stored one', () => {
+    const key = stateKey('Encounter', 'e1');
+    const v2 = '2024-01-02T00:00:00.000000000Z';
+    const deleted = changesOf([{ ...deletion('Encounter', 'e1'), versionId: '2' }], new Map([[key, stored({ status: 'in-progress', lastUpdated: v2 })]]));
+    expect(deleted.states.get(key)).toMatchObject({ lastUpdated: v2, versionId: '2', deleted: true });
+    expect(changesOf([encounter('e1', 'in-progress', v2)], new Map([[key, deleted.states.get(key)!]])).stale.map((s) => s.index)).toEqual([0]);
+  });
+
   it('raises deleted only for a resource that is stored', () => {
     const key = stateKey('Observation', 'o1');
     const existing = changesOf([deletion('Observation', 'o1')], new Map([[key, stored({ status: 'final' })]]));

@@ -108,7 +108,9 @@ export class PostgresRateLimiter implements RateLimiter {
       // call was refused with 98 tokens in the budget because a 5-token renewal was in flight.
       const askedEnough = live && lease.wanted >= needed;
       if (renewals > 0 && live && lease.granted < needed && (askedEnough || renewals >= MAX_RENEWALS)) {
-        return decision(this.setting, lease.tokens + lease.shared, false, needed);
+        const left = lease.tokens + lease.shared;
+        await this.giveBack(bucket, lease);
+        return decision(this.setting, left, false, needed);
       }
       await this.renewal(bucket, needed);
     }
@@ -130,6 +132,21 @@ export class PostgresRateLimiter implements RateLimiter {
       if (left > 0) this.waiting.set(bucket, left);
       else this.waiting.delete(bucket);
     }
+  }
+
+  /**
+   * A refused call leaves the tokens it was granted (too few for it) to the shared row at once:
+   * kept in the lease, they went back only with this process's next lease of the bucket, and a
+   * process that got no more calls of it kept them from every other (a 30-token call refused
+   * with 20 granted left another process refused with 20 tokens unspent: a review).
+   */
+  private async giveBack(bucket: string, lease: Lease): Promise<void> {
+    const tokens = lease.tokens;
+    if (tokens <= 0) return;
+    lease.tokens = 0;
+    await sql`
+      update rate_limit_buckets set tokens = least(${this.setting.requests}::double precision, tokens + ${tokens}::double precision)
+      where key = ${bucket}`.execute(this.db);
   }
 
   private async renew(bucket: string, wanted: number): Promise<void> {
