@@ -82,6 +82,17 @@ describeEachStore('webhook deliveries', (env) => {
     expect(JSON.stringify(event)).not.toMatch(/mrn-audit-1|HbA1c|Lovelace/);
   });
 
+  it("names a deleted Patient's record in its delivery.process event, as it names every other patient whose data it changed", async () => {
+    const ws = await env.workspace();
+    const feed = await createEndpoint(ws);
+    await deliverAndProcess(env, feed, patient('mrn-del-1'), { key: 'make' });
+    const record = await env.db.selectFrom('records').select('id').where('workspace_id', '=', ws.workspaceId).where('ext_id', '=', 'mrn-del-1').executeTakeFirstOrThrow();
+    await deliverAndProcess(env, feed, { resourceType: 'Bundle', type: 'transaction', entry: [{ request: { method: 'DELETE', url: 'Patient/mrn-del-1' } }] }, { key: 'remove' });
+    const { deliveryId } = await lastDelivery(ws, feed);
+    const event = (await ws.call('GET', '/v1/audit-events?action=delivery.process')).json().data.find((e: { resourceId: string }) => e.resourceId === deliveryId);
+    expect(event.details).toMatchObject({ resources: { Patient: 1 }, patientRecordIds: [record.id] });
+  });
+
   it('answers a replay (same key, same bytes) with the first 202 and processes nothing again', async () => {
     const trigger = await eventTrigger(ws, 'Patient.created');
     const body = { resourceType: 'Bundle', type: 'collection', entry: [{ resource: patient('p3') }] };

@@ -190,6 +190,8 @@ interface Written {
   occurrences: EventOccurrence[];
   /** The records of the patients its resources belong to (Patient id → record id). */
   patients: ReadonlyMap<string, string>;
+  /** The records of the Patients it deleted. */
+  removedPatientRecords: readonly string[];
   /** For a delivery applied in parts: which part this is. */
   part?: Part;
 }
@@ -207,7 +209,7 @@ async function writeRecordsAndStates(
   const stored = hot ? readResourceStatesSqlite(hot, workspaceId, keys) : await readResourceStates(tx, dialect, workspaceId, keys);
   const changes = changesOf(digest.items, stored);
   const records = hot ? sqliteRecordStore(hot, workspaceId) : kyselyRecordStore(tx, workspaceId);
-  const patients = await applyRecordChanges(records, changes.records, changes.referencedPatients, changes.formerPatients, at);
+  const { patients, removedPatientRecords } = await applyRecordChanges(records, changes.records, changes.referencedPatients, changes.formerPatients, at);
   if (hot) writeResourceStatesSqlite(hot, workspaceId, changes.states, delivery.id, at);
   else await writeResourceStates(tx, dialect, workspaceId, changes.states, delivery.id, at);
   const occurrences: EventOccurrence[] = changes.events.map((raised) => ({
@@ -215,7 +217,7 @@ async function writeRecordsAndStates(
     resourceJson: raised.resourceJson,
     subjectRecordId: raised.patientId === null ? null : patients.get(raised.patientId) ?? null,
   }));
-  return { prepared, changes, occurrences, patients };
+  return { prepared, changes, occurrences, patients, removedPatientRecords };
 }
 
 /**
@@ -326,7 +328,8 @@ function deliveryAuditRow(w: Written, result: ApplyResult, at: string) {
     resourceId: delivery.id,
     details: {
       webhookId: delivery.webhook_id,
-      patientRecordIds: [...new Set(w.patients.values())].sort(),
+      // A deleted Patient's record too: the delivery touched that patient's data last.
+      patientRecordIds: [...new Set([...w.patients.values(), ...w.removedPatientRecords])].sort(),
       resources,
       skipped: digest.problems.length + w.changes.stale.length,
       runsStarted: result.kind === 'lease-lost' ? 0 : result.plannedRunIds.length,

@@ -116,10 +116,18 @@ export function kyselyRecordStore(db: DbOrTx, workspaceId: string): RecordStore 
   };
 }
 
+/** What a delivery's record changes leave: see `applyRecordChanges`. */
+export interface AppliedRecords {
+  /** patient id (extId) → record id, for every Patient the delivery touched or referenced that has a record now */
+  patients: Map<string, string>;
+  /** the records of the Patients it deleted (gone now; the audit names them) */
+  removedPatientRecords: string[];
+}
+
 /**
- * Applies record changes and makes stand-ins for referenced patients. Returns patient id
- * (extId) → record id for every Patient the delivery touched or referenced that has a record now,
- * and for the former patients of deleted resources whose record still exists (no stand-in).
+ * Applies record changes and makes stand-ins for referenced patients. Answers the patients'
+ * records (also the former patients of deleted resources whose record still exists: no
+ * stand-in) and the records of the Patients it deleted.
  */
 export async function applyRecordChanges(
   store: RecordStore,
@@ -127,18 +135,20 @@ export async function applyRecordChanges(
   referencedPatients: Iterable<string>,
   formerPatients: Iterable<string>,
   at: string,
-): Promise<Map<string, string>> {
+): Promise<AppliedRecords> {
   const standIns = [...new Set(referencedPatients)].map((extId) => recordKey('Patient', extId)).filter((key) => !changes.has(key));
   const former = [...new Set(formerPatients)].map((extId) => recordKey('Patient', extId)).filter((key) => !changes.has(key));
   const existing = await store.existing(new Set([...changes.keys(), ...standIns, ...former]));
 
   const removed: string[] = [];
+  const removedPatientRecords: string[] = [];
   const created: NewRecord[] = [];
   const tags: { record_id: string; tag: string }[] = [];
   for (const [key, change] of changes) {
     const id = existing.get(key);
     if (change === null) {
       if (id) removed.push(id);
+      if (id && splitKey(key)[0] === 'Patient') removedPatientRecords.push(id);
       continue;
     }
     if (id) {
@@ -168,5 +178,5 @@ export async function applyRecordChanges(
     const [type, extId] = splitKey(key);
     if (type === 'Patient' && changes.get(key) !== null) patients.set(extId, id);
   }
-  return patients;
+  return { patients, removedPatientRecords };
 }
