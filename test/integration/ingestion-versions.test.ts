@@ -196,6 +196,25 @@ describeEachStore('resource versions and deletions from feeds out of order', (en
     expect(await runsOf(ws, `triggerId=${created.triggerId}`)).toHaveLength(1);
   });
 
+  it('takes a tombstone an older version wrote content over (a rolling deploy) for the resource stored: its DELETE raises deleted', async () => {
+    const ws = await env.workspace();
+    const feed = await createEndpoint(ws);
+    const deleted = await eventTrigger(ws, 'Observation.deleted');
+    const observation = { resourceType: 'Observation', id: 'om-1', meta: { versionId: '1', lastUpdated: at(1) }, status: 'final', code: { text: 'HbA1c' }, subject: { reference: 'Patient/pm-1' } };
+    await send(ws, feed, observation);
+    await send(ws, feed, deletion('Observation', 'om-1'));
+    // What a worker before migration 0019 does with a late copy: its upsert knows no `deleted` column.
+    await env.db
+      .updateTable('resource_states')
+      .set({ status: 'final', patient_id: 'pm-1', content_hash: 'written-by-an-older-worker' })
+      .where('workspace_id', '=', ws.workspaceId)
+      .where('resource_id', '=', 'om-1')
+      .execute();
+    await send(ws, feed, deletion('Observation', 'om-1'));
+    expect((await lastDelivery(ws, feed)).events).toEqual([{ event: 'Observation.deleted', count: 1 }]);
+    expect(await runsOf(ws, `triggerId=${deleted.triggerId}`)).toHaveLength(2);
+  });
+
   it('a delivery applied in parts lists the older versions every part skipped', async () => {
     const ws = await env.workspace();
     const feed = await createEndpoint(ws);

@@ -51,10 +51,20 @@ export function statesOfRows(rows: readonly StateRow[], wanted: ReadonlySet<stri
       contentHash: row.content_hash,
       lastUpdated: row.last_updated,
       versionId: row.version_id,
-      ...(Number(row.deleted) === 1 ? { deleted: true as const } : {}),
+      ...(isTombstone(row) ? { deleted: true as const } : {}),
     });
   }
   return states;
+}
+
+/**
+ * A tombstone is marked and holds nothing but a version. A marked row with content was written
+ * over by a process of a version before 0019 (a late delivery it applied during a rolling
+ * deploy): the resource is stored again, and is taken so (else it was searchable while taken for
+ * deleted, and its next DELETE raised no `deleted`: an upgrade drill).
+ */
+function isTombstone(row: StateRow): boolean {
+  return Number(row.deleted) === 1 && row.status === null && row.patient_id === null && row.source_tags === null && row.content_hash === null;
 }
 
 export interface StateRow {
