@@ -31,4 +31,15 @@ describe('requireSubject', () => {
     expect((error as Error).message).toMatch(/its event's resource names no patient/);
     expect((error as Error).message).not.toMatch(/fired run/);
   });
+
+  it('says the patient an event\'s resource names is not a record (deleted), not that it names none', () => {
+    for (const resource of [
+      { resourceType: 'Encounter', id: 'e1', subject: { reference: 'Patient/p-07' } },
+      { resourceType: 'Patient', id: 'p-07' },
+    ]) {
+      expect(() => requireSubject(stepFor({ event: 'Encounter.finished', resource, deliveryId: 'd' }))).toThrow(
+        "tag needs the run's subject, and this run has none: the patient its event's resource names is not a record of this workspace (deleted, before or after the event)",
+      );
+    }
+  });
 });
