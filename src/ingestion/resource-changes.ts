@@ -195,21 +195,22 @@ function isLateAfterDeletion(item: ResourceVersion, tombstone: ResourceState): b
 }
 
 /**
- * What a deletion leaves: the newer of the DELETE's own version (a history bundle's response
- * gives one) and the one known (the stored resource's, or an earlier deletion's), or nothing
- * when neither has a version to order by.
+ * What a deletion leaves: a tombstone with the newer of the DELETE's own version (a history
+ * bundle's response gives one) and the one known (the stored resource's, or an earlier
+ * deletion's). With no version on either side it is still kept: it orders nothing (what comes
+ * next is applied), but a deleted Patient gets no stand-in record from a resource naming it
+ * later, in another delivery or in a later part of the same one (a verification round).
  */
-function tombstoneOf(deletion: ResourceVersion, known: ResourceState | null): ResourceState | null {
+function tombstoneOf(deletion: ResourceVersion, known: ResourceState | null): ResourceState {
   const kept = known !== null && hasVersion(known) ? known : null;
-  let version: ResourceVersion | null;
-  if (!hasVersion(deletion) || kept === null) version = kept ?? (hasVersion(deletion) ? deletion : null);
+  let version: ResourceVersion;
+  if (!hasVersion(deletion) || kept === null) version = kept ?? deletion;
   else {
     const order = compareVersions(deletion, kept);
     // Versions that cannot be ordered (one gives only an instant, the other only a versionId)
     // both describe the version deleted: both are kept, so neither is taken for a newer one.
     version = order === 1 ? deletion : order === null ? { lastUpdated: deletion.lastUpdated ?? kept.lastUpdated, versionId: deletion.versionId ?? kept.versionId } : kept;
   }
-  if (version === null) return null;
   return { status: null, patientId: null, sourceTags: null, contentHash: null, lastUpdated: version.lastUpdated, versionId: version.versionId, deleted: true };
 }
 

@@ -183,6 +183,25 @@ describeEachStore('resource versions and deletions from feeds out of order', (en
     expect((await search(ws, 'Patient')).results).toEqual([]);
   });
 
+  it('a Patient deleted without a version gets no stand-in from a later part of the same delivery that names it', async () => {
+    const ws = await env.workspace();
+    const feed = await createEndpoint(ws);
+    await send(ws, feed, { resourceType: 'Patient', id: 'pp-1', name: [{ family: 'Unversioned' }] });
+    const observation = (n: number, subject: string) => ({ resourceType: 'Observation', id: `op-${n}`, status: 'final', code: { text: 'HbA1c' }, subject: { reference: subject } });
+    const entries = [
+      { request: { method: 'DELETE', url: 'Patient/pp-1' } },
+      ...Array.from({ length: 6 }, (_, n) => put(observation(n, 'Patient/someone-else'))),
+      put(observation(9, 'Patient/pp-1')),
+    ];
+    // Parts of 5 items: the deletion in the first, the Observation naming the patient in the second.
+    const res = await deliver(env, feed, { resourceType: 'Bundle', type: 'transaction', entry: entries }, { t: nowSeconds(env.container) + ++second });
+    expect(res.statusCode).toBe(202);
+    await processorFor(env, { transactionItems: 5 }).drain();
+    const audited = await env.db.selectFrom('audit_events').select('details').where('workspace_id', '=', ws.workspaceId).where('action', '=', 'delivery.process').execute();
+    expect(audited.filter((event) => JSON.parse(event.details).items !== undefined)).toHaveLength(2);
+    expect((await search(ws, 'Patient')).results.map((hit) => hit.extId)).toEqual(['someone-else']);
+  });
+
   it('a deletion whose version cannot be ordered against the stored one keeps both: the version deleted stays deleted', async () => {
     const ws = await env.workspace();
     const feed = await createEndpoint(ws);

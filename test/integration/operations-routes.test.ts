@@ -112,6 +112,9 @@ describeEachStore('operations routes (/healthz, /readyz, /metrics)', (env) => {
     await get('/v1/me', ws.key);
     await get('/v1/runs/0190c0de-0000-7000-8000-000000000001', ws.key);
     await get('/v1/me', 'cpk_staging_notakey');
+    // Refused after the key was looked up: the line still names it (a key being rotated out is found so).
+    const readOnly = await ws.keyWith(['runs:read']);
+    await get('/v1/triggers', readOnly.key);
     const body = JSON.stringify({ resourceType: 'Patient', id: 'logged-p' });
     await app.inject({ method: 'POST', url: `/v1/webhooks/${feed.webhookId}`, headers: { 'content-type': 'application/json', 'x-service-signature': 't=1,v1=00' }, payload: body });
     const completed = lines.filter((line) => line.msg === 'request completed');
@@ -120,6 +123,7 @@ describeEachStore('operations routes (/healthz, /readyz, /metrics)', (env) => {
       [200, undefined, ws.keyId, ws.workspaceId, undefined],
       [404, 'not_found', ws.keyId, ws.workspaceId, undefined],
       [401, 'invalid_api_key', undefined, undefined, undefined],
+      [403, 'insufficient_scope', readOnly.keyId, ws.workspaceId, undefined],
       [401, 'invalid_signature', undefined, undefined, feed.webhookId],
     ]);
     expect(JSON.stringify(lines)).not.toContain(ws.key);

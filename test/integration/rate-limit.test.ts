@@ -188,6 +188,18 @@ describeEachStore(
         expect(allowed).toBeGreaterThanOrEqual(19);
         expect(allowed).toBeLessThanOrEqual(20);
       });
+
+      it('gives nothing back that lighter calls beside the refused one were granted: they pass', async () => {
+        const setting = { requests: 100, perSeconds: 3600 };
+        for (let round = 0; round < 6; round++) {
+          const bucket = `key:beside-${round}`;
+          const [first, second] = [new PostgresRateLimiter(env.db, setting), new PostgresRateLimiter(env.db, setting)];
+          for (let i = 0; i < 80; i++) await second.take(bucket);
+          const calls = round % 2 === 0 ? [first.take(bucket, 30), first.take(bucket, 1), first.take(bucket, 1)] : [first.take(bucket, 1), first.take(bucket, 1), first.take(bucket, 30)];
+          const answers = await Promise.all(calls);
+          expect(answers.map((answer) => [answer.allowed, answer.limit]).filter(([allowed]) => allowed)).toHaveLength(2);
+        }
+      });
     }
   },
   { env: { CAREPATH_RATE_LIMIT: `${BUDGET}/${WINDOW_SECONDS}s` } },

@@ -205,11 +205,15 @@ describe('changesOf: versions and deletions', () => {
     const key = stateKey('Observation', 'o1');
     const existing = changesOf([deletion('Observation', 'o1')], new Map([[key, stored({ status: 'final' })]]));
     expect(existing.events.map((e) => e.event)).toEqual(['Observation.deleted']);
-    expect(existing.states.get(key)).toBeNull();
+    // A tombstone without a version: it orders nothing, but says the resource is deleted.
+    const versionless = { status: null, patientId: null, sourceTags: null, contentHash: null, lastUpdated: null, versionId: null, deleted: true };
+    expect(existing.states.get(key)).toEqual(versionless);
     // Deleted already, or never delivered: nothing to delete, no event.
     const unknown = changesOf([deletion('Observation', 'o1')], new Map());
     expect(unknown.events).toEqual([]);
-    expect(unknown.states.get(key)).toBeNull();
+    expect(unknown.states.get(key)).toEqual(versionless);
+    // What comes after a versionless tombstone is applied as it comes: created.
+    expect(changesOf([encounter('o1', 'final', null)], new Map([[stateKey('Encounter', 'o1'), existing.states.get(key)!]])).events.map((e) => e.event)).toEqual(['Encounter.created', 'Encounter.final']);
     // Created and deleted in one delivery: both events.
     const both = changesOf([encounter('e9', 'planned', null, 0), deletion('Encounter', 'e9', 1)], new Map());
     expect(both.events.map((e) => e.event)).toEqual(['Encounter.created', 'Encounter.planned', 'Encounter.deleted']);

@@ -7,7 +7,8 @@ describe('secrets in an echoed answer', () => {
 
   it('are taken out as sent, JSON-escaped (with or without \\/, \\u escapes) and percent-encoded', () => {
     const json = JSON.stringify(secret).slice(1, -1);
-    for (const form of [secret, json, json.replace('/', '\\/'), json.replace('é', '\\u00e9'), encodeURIComponent(secret)]) {
+    const percent = encodeURIComponent(secret);
+    for (const form of [secret, json, json.replace('/', '\\/'), json.replace('é', '\\u00e9'), percent, percent.toLowerCase()]) {
       expect(redactText(`before ${form} after`, forms, false), form).toBe(`before ${REDACTED} after`);
     }
   });

@@ -28,17 +28,18 @@ describe('requireSubject', () => {
       }
     })();
     expect(error).toBeInstanceOf(StepFailure);
-    expect((error as Error).message).toMatch(/its event's resource names no patient/);
+    expect((error as Error).message).toMatch(/its event's resource names no patient that is a record of this workspace/);
     expect((error as Error).message).not.toMatch(/fired run/);
   });
 
-  it('says the patient an event\'s resource names is not a record (deleted), not that it names none', () => {
+  it('names deletion as a cause too: a resource that names a deleted patient is not one that names none', () => {
     for (const resource of [
       { resourceType: 'Encounter', id: 'e1', subject: { reference: 'Patient/p-07' } },
+      { resourceType: 'Encounter', id: 'e2', subject: { reference: 'urn:uuid:0b1c' } },
       { resourceType: 'Patient', id: 'p-07' },
     ]) {
       expect(() => requireSubject(stepFor({ event: 'Encounter.finished', resource, deliveryId: 'd' }))).toThrow(
-        "tag needs the run's subject, and this run has none: the patient its event's resource names is not a record of this workspace (deleted, before or after the event)",
+        "tag needs the run's subject, and this run has none: its event's resource names no patient that is a record of this workspace (none in its subject, patient, beneficiary, individual or an Appointment's participant, or one deleted before or after the event)",
       );
     }
   });

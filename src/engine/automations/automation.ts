@@ -19,8 +19,6 @@ import type { RecordKey } from '../../modules/records/record-locks.js';
 import { subjectReference } from '../../modules/triggers/subject-reference.js';
 import { settingsProblems } from '../../modules/blueprints/automation.validate.js';
 import { findPlaceholders } from '../../lib/placeholders.js';
-import { subjectReferenceOf } from '../../ingestion/records.js';
-import type { FhirResource } from '../../ingestion/delivery-body.js';
 import { render } from '../run-context.js';
 import type { CallDisclosure } from '../engine-audit.js';
 
@@ -115,14 +113,11 @@ export function requireSubject(step: StepRequest) {
   if (!step.run.subject) {
     const needs = `${step.automation.type} needs the run's subject`;
     if (isEventPayload(step.run.payload)) {
-      // The patient named but not a record: deleted (before the delivery was processed, or since
-      // the run began). "Names no patient" sent readers to check a resource that named one.
-      const resource = (step.run.payload as { resource: unknown }).resource;
-      if (isResource(resource) && subjectReferenceOf(resource) !== null) {
-        throw new StepFailure(`${needs}, and this run has none: the patient its event's resource names is not a record of this workspace (deleted, before or after the event)`);
-      }
+      // Both causes, since a run cannot tell them apart (a reference to the bundle's own Patient,
+      // `urn:uuid:…`, was resolved with the delivery): "names no patient" alone sent readers to
+      // check a resource that named one, whose patient had been deleted (a soak).
       throw new StepFailure(
-        `${needs}, and this run has none: its event's resource names no patient (a run started by an event takes the patient from the resource's subject, patient, beneficiary or individual, or an Appointment's participant)`,
+        `${needs}, and this run has none: its event's resource names no patient that is a record of this workspace (none in its subject, patient, beneficiary, individual or an Appointment's participant, or one deleted before or after the event)`,
       );
     }
     throw new StepFailure(
@@ -132,10 +127,6 @@ export function requireSubject(step: StepRequest) {
     );
   }
   return step.run.subject;
-}
-
-function isResource(value: unknown): value is FhirResource {
-  return typeof value === 'object' && value !== null && typeof (value as { resourceType?: unknown }).resourceType === 'string';
 }
 
 /** A run started by an event carries `{event, resource, deliveryId}` (DESIGN §7). */

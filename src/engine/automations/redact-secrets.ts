@@ -1,9 +1,11 @@
 /**
  * A partner that echoes the request it got (a debugging endpoint, an error page quoting the
  * headers) hands the call's secrets back in its answer, which becomes the step's output, readable
- * with `runs:read`. Every form the answer can carry a secret in reads `[secret]`: as sent, as JSON
- * writes it (`\"`, `\\`, `\/`, `\u00e9`: the answer parsed, and its text), percent-encoded, and
- * a secret cut off by the answer's size cap (its start at the very end).
+ * with `runs:read`. These forms of a secret read `[secret]`: as sent; as JSON writes it (in the
+ * parsed answer any escape; in its text `\"`, `\\`, `\/` and `\u00e9` for what is beyond
+ * ASCII); percent-encoded as `encodeURIComponent` does (upper- or lower-case hex); and a secret
+ * cut off by the answer's size cap (its start at the very end). Other encodings (base64, a
+ * partial percent-encoding) are not recognised: secrets are meant to go to partners trusted with them.
  */
 
 export const REDACTED = '[secret]';
@@ -20,7 +22,8 @@ export function secretForms(secrets: readonly string[]): string[] {
   for (const secret of secrets) {
     if (secret.length < MIN_REDACTED_SECRET) continue;
     const json = JSON.stringify(secret).slice(1, -1);
-    for (const form of [secret, json, json.replaceAll('/', '\\/'), asciiJson(secret), encodeURIComponent(secret)]) forms.add(form);
+    const percent = encodeURIComponent(secret);
+    for (const form of [secret, json, json.replaceAll('/', '\\/'), asciiJson(secret), percent, percent.replace(/%[0-9A-F]{2}/g, (hex) => hex.toLowerCase())]) forms.add(form);
   }
   return [...forms].sort((a, b) => b.length - a.length);
 }

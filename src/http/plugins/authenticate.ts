@@ -77,6 +77,7 @@ export function requireApiKey(app: FastifyInstance, container: Container): void 
     const secret = presentedKey(request);
     const key = secret && looksLikeApiKey(secret) ? await container.keys.resolve(secret) : null;
     if (!key) throw new ApiError('invalid_api_key', whyNoKey(request));
+    request.askedBy = { keyId: key.keyId, workspaceId: key.workspaceId };
     const deployment = container.config.environment;
     if (key.environment !== deployment) {
       throw new ApiError(

@@ -11,12 +11,19 @@ declare module 'fastify' {
   interface FastifyRequest {
     /** The `code` of the error this request was answered with (plugins/errors.ts `sendError`). */
     answerCode?: string;
+    /**
+     * The key that asked, known as soon as it is looked up: a call refused after that (429, 403,
+     * a key of another environment) has no `ctx`, and its line named no one; the caller still
+     * holding a key being rotated out is found by them (a review, 2026-11-28).
+     */
+    askedBy?: { keyId: string; workspaceId: string };
   }
 }
 
 function whoAsked(request: FastifyRequest): Record<string, string> {
   const ctx = request.ctx as FastifyRequest['ctx'] | undefined;
   if (ctx) return { keyId: ctx.keyId, workspaceId: ctx.workspaceId };
+  if (request.askedBy) return { ...request.askedBy };
   const webhookId = (request.params as { webhookId?: unknown } | undefined)?.webhookId;
   return typeof webhookId === 'string' && request.routeOptions.url === '/v1/webhooks/:webhookId' ? { webhookId } : {};
 }

@@ -135,18 +135,33 @@ export class PostgresRateLimiter implements RateLimiter {
   }
 
   /**
-   * A refused call leaves the tokens it was granted (too few for it) to the shared row at once:
-   * kept in the lease, they went back only with this process's next lease of the bucket, and a
-   * process that got no more calls of it kept them from every other (a 30-token call refused
-   * with 20 granted left another process refused with 20 tokens unspent: a review).
+   * A refused call leaves the lease's tokens (too few for it) to the shared row at once, unless
+   * other calls of this process wait for the bucket (they will spend them): kept in the lease,
+   * they went back only with this process's next lease of the bucket, and a process that got no
+   * more calls of it kept them from every other (a 30-token call refused with 20 granted left
+   * another process refused with 20 tokens unspent: a review). The give-back takes the bucket's
+   * renewal slot, so a lease asked for meanwhile sees the tokens it returns (run side by side on
+   * two connections, a lighter call's renewal found the row empty and was refused: a
+   * verification round).
    */
   private async giveBack(bucket: string, lease: Lease): Promise<void> {
+    const othersWaiting = (this.waiting.get(bucket) ?? 0) > 0;
     const tokens = lease.tokens;
-    if (tokens <= 0) return;
+    if (tokens <= 0 || othersWaiting) return;
     lease.tokens = 0;
-    await sql`
-      update rate_limit_buckets set tokens = least(${this.setting.requests}::double precision, tokens + ${tokens}::double precision)
-      where key = ${bucket}`.execute(this.db);
+    const before = this.inFlight.get(bucket) ?? Promise.resolve();
+    const giving: Promise<void> = before
+      .catch(() => undefined)
+      .then(async () => {
+        await sql`
+          update rate_limit_buckets set tokens = least(${this.setting.requests}::double precision, tokens + ${tokens}::double precision)
+          where key = ${bucket}`.execute(this.db);
+      })
+      .finally(() => {
+        if (this.inFlight.get(bucket) === giving) this.inFlight.delete(bucket);
+      });
+    this.inFlight.set(bucket, giving);
+    await giving;
   }
 
   private async renew(bucket: string, wanted: number): Promise<void> {
