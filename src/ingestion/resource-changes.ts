@@ -60,7 +60,7 @@ export interface RecordChange {
 
 export interface DeliveryChanges {
   events: RaisedEvent[];
-  /** final state per resource key; a tombstone when the delivery deleted it with a version to keep, null when it deleted it without one */
+  /** final state per resource key; a tombstone when the delivery deleted it, null when it deleted what was never stored (no version to keep) */
   states: Map<string, ResourceState | null>;
   /** final change per record key (`recordKey`); null when the record is to be removed */
   records: Map<string, RecordChange | null>;
@@ -197,11 +197,14 @@ function isLateAfterDeletion(item: ResourceVersion, tombstone: ResourceState): b
 /**
  * What a deletion leaves: a tombstone with the newer of the DELETE's own version (a history
  * bundle's response gives one) and the one known (the stored resource's, or an earlier
- * deletion's). With no version on either side it is still kept: it orders nothing (what comes
- * next is applied), but a deleted Patient gets no stand-in record from a resource naming it
- * later, in another delivery or in a later part of the same one (a verification round).
+ * deletion's). With no version on either side it is still kept for a resource that was stored:
+ * it orders nothing (what comes next is applied), but a deleted Patient gets no stand-in record
+ * from a resource naming it later, in another delivery or in a later part of the same one (a
+ * verification round). A versionless DELETE of what was never stored leaves nothing (no row
+ * for every stray DELETE).
  */
-function tombstoneOf(deletion: ResourceVersion, known: ResourceState | null): ResourceState {
+function tombstoneOf(deletion: ResourceVersion, known: ResourceState | null): ResourceState | null {
+  if (known === null && !hasVersion(deletion)) return null;
   const kept = known !== null && hasVersion(known) ? known : null;
   let version: ResourceVersion;
   if (!hasVersion(deletion) || kept === null) version = kept ?? deletion;

@@ -1,5 +1,5 @@
 import { Readable } from 'node:stream';
-import { sql } from 'kysely';
+import { sql, type KyselyPlugin, type QueryId } from 'kysely';
 import { afterAll, expect, it } from 'vitest';
 import { createContainer, type Container } from '../../src/container.js';
 import { loadConfig } from '../../src/config.js';
@@ -8,6 +8,32 @@ import { buildApp } from '../../src/http/app.js';
 import type { Api } from '../../src/http/types.js';
 import { describeEachStore, type TestEnv } from '../helpers/test-env.js';
 import { PostgresRateLimiter, type RateDecision } from '../../src/http/rate-limit/rate-limiter.js';
+import type { Db } from '../../src/storage/database.js';
+
+/** For the rate limiter's give-back UPDATE: its answer `delayMs` late, or an error as a statement timeout gives. */
+function giveBackHook(mode: { delayMs?: number; fail?: boolean }) {
+  const ids = new WeakSet<QueryId>();
+  let issued!: () => void;
+  const started = new Promise<void>((resolve) => (issued = resolve));
+  const plugin: KyselyPlugin = {
+    transformQuery(args) {
+      const node = args.node as unknown as { kind: string; sqlFragments?: string[] };
+      if (node.kind === 'RawNode' && node.sqlFragments?.[0]?.includes('update rate_limit_buckets')) {
+        ids.add(args.queryId);
+        issued();
+      }
+      return args.node;
+    },
+    async transformResult(args) {
+      if (ids.has(args.queryId)) {
+        if (mode.delayMs) await new Promise((resolve) => setTimeout(resolve, mode.delayMs));
+        if (mode.fail) throw Object.assign(new Error('canceling statement due to statement timeout'), { code: '57014' });
+      }
+      return args.result;
+    },
+  };
+  return { plugin, started };
+}
 
 /** Six calls a minute per key: small enough to spend in a test, and nothing refills meanwhile. */
 const BUDGET = 6;
@@ -187,6 +213,37 @@ describeEachStore(
         for (let i = 0; i < 30; i++) if ((await second.take('key:strand')).allowed) allowed++;
         expect(allowed).toBeGreaterThanOrEqual(19);
         expect(allowed).toBeLessThanOrEqual(20);
+      });
+
+      it('asks the store afresh for a call that comes while a refused call gives its tokens back', async () => {
+        const setting = { requests: 100, perSeconds: 3600 };
+        const bucket = 'key:during-give-back';
+        const hook = giveBackHook({ delayMs: 300 });
+        const first = new PostgresRateLimiter(env.db.withPlugin(hook.plugin) as Db, setting);
+        const second = new PostgresRateLimiter(env.db, setting);
+        for (let i = 0; i < 80; i++) await second.take(bucket);
+        const heavy = first.take(bucket, 30); // 20 granted, refused, given back (its answer 300 ms late)
+        await hook.started;
+        // Meanwhile another process gives back 40 of its own.
+        await sql`update rate_limit_buckets set tokens = least(100, tokens + 40) where key = ${bucket}`.execute(env.db);
+        const [refused, meanwhile] = await Promise.all([heavy, first.take(bucket, 25)]);
+        expect(refused.allowed).toBe(false);
+        // Before: refused on the refused call's lease (it had asked for 30 and got 20), with 60 in the row.
+        expect(meanwhile.allowed).toBe(true);
+      });
+
+      it('answers 429, not an error, when giving back fails; calls queued behind it go on', async () => {
+        const setting = { requests: 100, perSeconds: 3600 };
+        const bucket = 'key:give-back-fails';
+        const hook = giveBackHook({ delayMs: 200, fail: true });
+        const first = new PostgresRateLimiter(env.db.withPlugin(hook.plugin) as Db, setting);
+        const second = new PostgresRateLimiter(env.db, setting);
+        for (let i = 0; i < 80; i++) await second.take(bucket);
+        const outcome = (call: Promise<RateDecision>) => call.then((decision) => decision.allowed, (error: Error) => error.message);
+        const heavy = outcome(first.take(bucket, 30));
+        await hook.started;
+        const light = outcome(first.take(bucket, 1));
+        expect(await Promise.all([heavy, light])).toEqual([false, true]);
       });
 
       it('gives nothing back that lighter calls beside the refused one were granted: they pass', async () => {

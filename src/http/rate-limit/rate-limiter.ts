@@ -148,7 +148,10 @@ export class PostgresRateLimiter implements RateLimiter {
     const othersWaiting = (this.waiting.get(bucket) ?? 0) > 0;
     const tokens = lease.tokens;
     if (tokens <= 0 || othersWaiting) return;
+    // The lease ends here: a call that comes meanwhile asks the store for itself (the lease's
+    // `wanted` was the refused call's, and refused a lighter call that found it still live).
     lease.tokens = 0;
+    lease.expiresMs = 0;
     const before = this.inFlight.get(bucket) ?? Promise.resolve();
     const giving: Promise<void> = before
       .catch(() => undefined)
@@ -157,6 +160,9 @@ export class PostgresRateLimiter implements RateLimiter {
           update rate_limit_buckets set tokens = least(${this.setting.requests}::double precision, tokens + ${tokens}::double precision)
           where key = ${bucket}`.execute(this.db);
       })
+      // Giving back is a courtesy: failed, the tokens are lost (stricter, never more), and
+      // neither the refused call (a 429) nor those queued behind it get the store's error.
+      .catch(() => undefined)
       .finally(() => {
         if (this.inFlight.get(bucket) === giving) this.inFlight.delete(bucket);
       });
