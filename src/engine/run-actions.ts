@@ -8,7 +8,7 @@ import type { RunView } from '../modules/runs/run.view.js';
 import { isTerminal, type RunStatus } from './run-status.js';
 import { setRunStatus } from './run-transitions.js';
 import { interruptWaits } from './sql/interrupt-waits.js';
-import { dialectOfDb } from '../storage/dialect.js';
+import { holding } from '../storage/row-lock.js';
 
 /**
  * What the API may do to a run (DESIGN §5). Each action reads the run, guards its state, writes
@@ -59,13 +59,12 @@ export async function applyRunAction(
   action: RunAction,
   now: () => Date,
 ): Promise<RunActionResult> {
-  const lock = dialectOfDb(db) === 'postgres';
   // A worker may move the run between our read and our write; the guarded write then fails and
   // we decide again on the fresh status. A handful of rounds always settles it.
   // A deadlock with another transaction (40P01) rolled ours back whole: deciding again is safe.
   for (let attempt = 0; attempt < 5; attempt++) {
     const outcome = await db.transaction().execute(async (tx) => {
-      if (lock) await tx.selectFrom('runs').select('id').where('id', '=', runId).forUpdate().execute();
+      await holding(tx, tx.selectFrom('runs').select('id').where('id', '=', runId)).execute();
       const run = await findRun(tx, ctx.workspaceId, runId);
       if (!run) throw notFound('run');
       const decision = decideRunAction(action, run.automationStatus as RunStatus);

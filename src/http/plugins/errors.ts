@@ -12,9 +12,10 @@ interface ValidationIssue {
   params: Record<string, unknown>;
 }
 
-/** What a pattern means, for the fields whose regular expression alone would leave a caller guessing. */
+/** At most one `the store did not answer` line this often (registerErrorHandling). */
 const STORE_WARNING_EVERY_MS = 1_000;
 
+/** What a pattern means, for the fields whose regular expression alone would leave a caller guessing. */
 const PATTERN_MEANINGS = new Map<string, string>([
   [TagSlug.pattern!, 'must be a tag: 1–64 lowercase letters, digits, ".", "_", ":" or "-", starting with a letter or digit (such as high-risk)'],
   [EventName.pattern!, 'must be an event name, <ResourceType>.<event>, such as Encounter.finished (GET /v1/events/catalog lists them)'],

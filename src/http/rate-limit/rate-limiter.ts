@@ -65,7 +65,8 @@ export class MemoryRateLimiter implements RateLimiter {
  * capacity, or as many as callers are waiting for, if more) in one atomic statement and spends
  * them locally for at most one second. The shared budget is never exceeded (a token is spent
  * once, wherever it was leased). The tokens a lease did not spend go back to the shared row
- * with the next lease of the bucket: until 2026-11-28 they were dropped, and a caller of a
+ * with this process's next lease of the bucket, or at once when a call is refused
+ * (`giveBack`): until 2026-11-28 they were dropped, and a caller of a
  * `1000/3600s` budget calling every second or so spent a chunk of 50 per call (21 calls spent
  * the hour's budget: a review). Time comes from the database clock, so processes on machines
  * with skewed clocks agree.

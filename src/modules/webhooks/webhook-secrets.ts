@@ -8,7 +8,7 @@
  * - `expires_at`: null while current. A rotation gives the old rows an expiry, so senders can
  *   switch over while both secrets verify; after it they stop verifying.
  */
-import { dialectOfDb } from '../../storage/dialect.js';
+import { holding } from '../../storage/row-lock.js';
 import { randomBytes } from 'node:crypto';
 import type { Db, DbOrTx, WebhookSecretTable } from '../../storage/database.js';
 import type { SecretBox } from '../../lib/secret-box.js';
@@ -124,7 +124,7 @@ export async function rotateSecret(
   return db.transaction().execute(async (tx) => {
     // Held until the rotation commits (PostgreSQL): two rotations at once could each expire the
     // secrets they saw and both leave a new one without an end.
-    if (dialectOfDb(tx) === 'postgres') await tx.selectFrom('webhooks').select('id').where('id', '=', webhookId).forUpdate().execute();
+    await holding(tx, tx.selectFrom('webhooks').select('id').where('id', '=', webhookId)).execute();
     const webhook = await findLiveWebhookById(tx, webhookId);
     if (!webhook) throw notFound('webhook endpoint');
     // Only the secret just replaced keeps verifying for the overlap: one retired by an earlier
