@@ -25,6 +25,7 @@ import { receivedEvents } from './sql/event-wait-rows.js';
 import type { Lease } from './sql/lease.js';
 import { readRunLease } from './sql/read-run-lease.js';
 import { releaseRun } from './sql/release-run.js';
+import { isUnclaimed } from './sql/claim-on-write.js';
 import type { StepCommitter, StepFinish, StepWrite } from './step-committer.js';
 import { storableText } from '../lib/storable-text.js';
 import { cutMessage, jsonWithin, MAX_RUN_STATE_CHARS, MAX_STEP_OUTPUT_CHARS, RUN_STATE_TOO_LARGE, RunStateTooLarge, STEP_OUTPUT_TOO_LARGE } from './step-limits.js';
@@ -39,6 +40,12 @@ export interface ExecutionControl {
   lost(): boolean;
   /** The worker is stopping: let go at the next step boundary. */
   stopping(): boolean;
+  /**
+   * Claims a run read unclaimed (SQLite, sql/claim-on-write.ts) before a write that is not a
+   * step's; true at once when the lease is claimed already. False: the run changed since it was
+   * read, and is not this execution's to write.
+   */
+  claim(): Promise<boolean>;
 }
 
 type Turn = 'continue' | 'done';
@@ -83,7 +90,8 @@ export class RunExecution {
     let unexplained = 0;
     while (!this.control.lost()) {
       if (this.control.stopping()) {
-        await releaseRun(this.services.db, this.lease, { availableAt: this.nowIso(), state: JSON.stringify(this.state) });
+        // A run read unclaimed has nothing of this execution's in the store: it is due as it was.
+        if (!isUnclaimed(this.lease)) await releaseRun(this.services.db, this.lease, { availableAt: this.nowIso(), state: JSON.stringify(this.state) });
         return;
       }
       let turn: Turn;
@@ -188,6 +196,7 @@ export class RunExecution {
   }
 
   private async sleep(state: EngineState, until: string): Promise<Turn> {
+    if (!(await this.control.claim())) return 'done';
     const released = await releaseRun(this.services.db, this.lease, {
       availableAt: until,
       state: JSON.stringify(state),

@@ -28,6 +28,8 @@ import type { Db } from '../storage/database.js';
 import { weakMemo } from '../lib/weak-memo.js';
 import type { RunStatus } from './run-status.js';
 import { guardOf, type StepWrite } from './step-write.js';
+import type { Lease, UnclaimedRun } from './sql/lease.js';
+import { claimGuardParams, isUnclaimed, markClaimed, UNCLAIMED_GUARD } from './sql/claim-on-write.js';
 
 type CommitPlainWrites = (writes: StepWrite[]) => Set<string>;
 
@@ -47,6 +49,16 @@ function plainWriteCommitter(connection: BetterSqlite3.Database): CommitPlainWri
   const moveRun = connection.prepare(`update runs set engine_state = ?, automation_status = ?, updated_at = ? ${lease} and automation_status = ?`);
   const keepStatus = connection.prepare(`update runs set engine_state = ? ${lease} and automation_status = ?`);
   const keepLease = connection.prepare(`update runs set engine_state = ? ${lease}`);
+  // A run's first write claims it (sql/claim-on-write.ts): an end needs no lease after it, a
+  // write the run goes on from leases it.
+  const unclaimed = `where id = ? and ${UNCLAIMED_GUARD}`;
+  const endUnclaimed = connection.prepare(
+    `update runs set engine_state = ?, automation_status = ?, updated_at = ?, error = ?, lease_fence = lease_fence + 1 ${unclaimed}`,
+  );
+  const moveUnclaimed = connection.prepare(
+    `update runs set engine_state = ?, automation_status = ?, updated_at = ?, lease_owner = ?, lease_fence = lease_fence + 1, available_at = ? ${unclaimed}`,
+  );
+  const keepUnclaimed = connection.prepare(`update runs set engine_state = ?, lease_owner = ?, lease_fence = lease_fence + 1, available_at = ? ${unclaimed}`);
   const insertStep = connection.prepare(
     `insert into run_steps (id, run_id, node_id, automation_id, automation_type, attempt, started_at, finished_at, outcome, output, error)
      values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
@@ -55,11 +67,20 @@ function plainWriteCommitter(connection: BetterSqlite3.Database): CommitPlainWri
   const swapTags = tagSwapper(connection);
 
   function guardedUpdate(write: StepWrite, to: RunStatus, checkStatus: 0 | 1, error: string | null): boolean {
+    if (isUnclaimed(write.lease)) return claimingUpdate(write, write.lease, to, error);
     const { runId, owner, fence } = write.lease;
     if (write.end) return endRun.run(write.state, to, write.at, error, runId, owner, fence, write.from).changes === 1;
     if (to !== write.from) return moveRun.run(write.state, to, write.at, runId, owner, fence, write.from).changes === 1;
     if (checkStatus === 1) return keepStatus.run(write.state, runId, owner, fence, write.from).changes === 1;
     return keepLease.run(write.state, runId, owner, fence).changes === 1;
+  }
+
+  /** The first write of a run read unclaimed: it holds only if the run is as it was read. */
+  function claimingUpdate(write: StepWrite, lease: Lease & { unclaimed: UnclaimedRun }, to: RunStatus, error: string | null): boolean {
+    const guard = [lease.runId, ...claimGuardParams(lease)];
+    if (write.end) return endUnclaimed.run(write.state, to, write.at, error, ...guard).changes === 1;
+    if (to !== write.from) return moveUnclaimed.run(write.state, to, write.at, lease.owner, lease.unclaimed.leaseUntil, ...guard).changes === 1;
+    return keepUnclaimed.run(write.state, lease.owner, lease.unclaimed.leaseUntil, ...guard).changes === 1;
   }
 
   function commit(writes: StepWrite[]): Set<string> {
@@ -90,7 +111,13 @@ function plainWriteCommitter(connection: BetterSqlite3.Database): CommitPlainWri
     return applied;
   }
 
-  return connection.transaction(commit).immediate as CommitPlainWrites;
+  const inTransaction = connection.transaction(commit).immediate as CommitPlainWrites;
+  return (writes) => {
+    const applied = inTransaction(writes);
+    // Committed: the claims of first writes hold from here on.
+    for (const write of writes) if (applied.has(write.lease.runId)) markClaimed(write.lease);
+    return applied;
+  };
 }
 
 /** Most runs one tag swap statement names; a larger move takes several. */

@@ -32,6 +32,7 @@ import { finishStepRow, insertSteps, interruptStepRow } from './sql/step-rows.js
 import { memoText, repeatRows, runSql } from './sql/prepared.js';
 import { isConflictError, storeWaitMs } from '../lib/store-errors.js';
 import { lockRecordsInOrder } from '../modules/records/record-locks.js';
+import { claimAlone, claimedLease, isUnclaimed, markClaimed } from './sql/claim-on-write.js';
 
 export type { StepFinish, StepWrite } from './step-write.js';
 
@@ -135,12 +136,17 @@ function takeBatch(queue: Pending[], max: number): Pending[] {
  */
 export async function commitBatch(db: Db, writes: StepWrite[]): Promise<Set<string>> {
   const pool = postgresPoolOf(db);
+  // Runs are read unclaimed on SQLite only (sql/claim-on-write.ts); PostgreSQL's workers claim.
+  if (pool && writes.some((write) => isUnclaimed(write.lease))) throw new Error('a run read unclaimed reached a PostgreSQL commit');
   if (writes.every(isPlainWrite)) {
     if (pool) return commitPlainWritesOnPostgres(pool, writes);
     const connection = sqliteConnectionOf(db);
     if (connection) return commitPlainWritesOnSqlite(db, connection, writes);
   }
-  return db.transaction().execute((tx) => commitWrites(tx, writes, { lockRecords: pool !== undefined }));
+  const applied = await db.transaction().execute((tx) => commitWrites(tx, writes, { lockRecords: pool !== undefined }));
+  // Committed: the claims of first writes hold from here on.
+  for (const write of writes) if (applied.has(write.lease.runId)) markClaimed(write.lease);
+  return applied;
 }
 
 /**
@@ -149,7 +155,9 @@ export async function commitBatch(db: Db, writes: StepWrite[]): Promise<Set<stri
  * together and in the order deliveries lock theirs: effects in batch order locked them in any
  * order, and two batches, or a batch and a delivery, deadlocked.
  */
-export async function commitWrites(tx: DbOrTx, writes: StepWrite[], options: { lockRecords?: boolean } = {}): Promise<Set<string>> {
+export async function commitWrites(tx: DbOrTx, allWrites: StepWrite[], options: { lockRecords?: boolean } = {}): Promise<Set<string>> {
+  const writes = await claimFirstWrites(tx, allWrites);
+  if (writes.length === 0) return new Set();
   const applied = await guardedUpdate(tx, writes);
   const passed = writes.filter((write) => applied.has(write.lease.runId));
   const records = passed.flatMap((write) => (write.locksRecord ? [write.locksRecord] : []));
@@ -177,6 +185,22 @@ export async function commitWrites(tx: DbOrTx, writes: StepWrite[], options: { l
   }
   for (const move of moves.values()) await swapStatusTags(tx, move.runIds, move.from, move.to, passed[0].at);
   return applied;
+}
+
+/**
+ * The first writes of runs read unclaimed (SQLite, sql/claim-on-write.ts) claim their runs in
+ * this transaction, each in a statement of its own; then they are guarded like any other, at the
+ * claim's fence. A run that changed since it was read drops out (its write is not applied). The
+ * workers' leases learn of the claims once the transaction committed (`commitBatch`).
+ */
+async function claimFirstWrites(tx: DbOrTx, writes: StepWrite[]): Promise<StepWrite[]> {
+  if (!writes.some((write) => isUnclaimed(write.lease))) return writes;
+  const claimed: StepWrite[] = [];
+  for (const write of writes) {
+    if (!isUnclaimed(write.lease)) claimed.push(write);
+    else if (await claimAlone(tx, write.lease)) claimed.push({ ...write, lease: claimedLease(write.lease) });
+  }
+  return claimed;
 }
 
 function statusAfter(write: StepWrite): RunStatus {

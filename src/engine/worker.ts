@@ -21,7 +21,8 @@ import type { EngineServices } from './engine-services.js';
 import { loadClaimedRuns, type LoadedRun } from './run-loader.js';
 import { RunExecution } from './run-execution.js';
 import { setRunStatus } from './run-transitions.js';
-import { claimRuns, type ClaimedRunRow } from './sql/claim-runs.js';
+import { claimRuns, readDueRuns, takeOver, type ClaimedRunRow } from './sql/claim-runs.js';
+import { claimAlone, isUnclaimed, markClaimed } from './sql/claim-on-write.js';
 import { extendLeases } from './sql/extend-leases.js';
 import type { Lease } from './sql/lease.js';
 import { clearFailures, releaseRun } from './sql/release-run.js';
@@ -46,6 +47,15 @@ interface HeldRun {
   lost: boolean;
   /** Unexpected failures in a row before this claim (`runs.failures`). */
   failures: number;
+  /** SQLite: the run's rowid, by which reads skip it while its first write has not claimed it. */
+  seq?: number;
+}
+
+/** A run this worker has taken: read (SQLite, claimed by its first write) or claimed. */
+interface TakenRun {
+  row: ClaimedRunRow;
+  lease: Lease;
+  seq?: number;
 }
 
 /**
@@ -93,6 +103,12 @@ export class RunWorker {
   private readonly wakeNaps = new Set<() => void>();
   private unsubscribe: (() => void) | null = null;
   private readonly claimFailures: LoopFailureLog;
+  /**
+   * SQLite: no reads before this time (ms), after a run read unclaimed failed and its failure
+   * could not be written either: the store refuses writes (full, or locked by another process),
+   * and the run, still due, would be read and fail again at once.
+   */
+  private readsPausedUntil = 0;
 
   constructor(
     private readonly services: EngineServices,
@@ -158,6 +174,11 @@ export class RunWorker {
    */
   private async claimLoop(): Promise<void> {
     while (!this.stopping) {
+      const paused = this.readsPausedUntil - Date.now();
+      if (paused > 0) {
+        await this.nap(paused);
+        continue;
+      }
       let claimed = 0;
       const limit = this.claimSize();
       if (limit > 0) {
@@ -223,22 +244,26 @@ export class RunWorker {
   }
 
   /**
-   * One claim: a batch is leased in one statement, then each run starts executing. A scheduled
-   * run turns `running` with its first recorded step (the same guarded write), not in a
-   * transaction of its own: fire-to-running is one commit shorter.
+   * One claim: a batch is taken (PostgreSQL: leased in one statement; SQLite: read, each run
+   * claimed by its first write), then each run starts executing. A scheduled run turns
+   * `running` with its first recorded step (the same guarded write), not in a transaction of
+   * its own: fire-to-running is one commit shorter.
    */
   private async claimAndStart(limit: number): Promise<Promise<void>[]> {
     if (limit <= 0 || this.stopping) return [];
     const now = this.services.clock.now().toISOString();
-    const rows = await claimRuns(this.services.db, {
-      owner: this.id,
-      now,
-      leaseUntil: addMs(now, this.leaseMs),
-      limit,
-    });
-    if (rows.length === 0) return [];
-    for (const row of rows) this.held.set(row.id, { lease: { runId: row.id, owner: this.id, fence: row.lease_fence }, lost: false, failures: row.failures });
+    const leaseUntil = addMs(now, this.leaseMs);
+    const taken: TakenRun[] =
+      this.services.dialect === 'sqlite'
+        ? await this.readDue(now, leaseUntil, limit)
+        : (await claimRuns(this.services.db, { owner: this.id, now, leaseUntil, limit })).map((row) => ({
+            row,
+            lease: { runId: row.id, owner: this.id, fence: row.lease_fence },
+          }));
+    if (taken.length === 0) return [];
+    for (const { row, lease, seq } of taken) this.held.set(row.id, { lease, lost: false, failures: row.failures, seq });
     this.ensureHeartbeat();
+    const rows = taken.map((run) => run.row);
     let loaded: LoadedRun[];
     try {
       loaded = await loadClaimedRuns(this.services.db, this.graphs, rows, now);
@@ -253,6 +278,42 @@ export class RunWorker {
       throw error;
     }
     return loaded.map((run) => this.track(this.execute(run)));
+  }
+
+  /**
+   * SQLite: due runs read without claiming them (sql/claim-on-write.ts): the first write of each
+   * claims it. Skipped: runs this worker read whose first write is not committed yet. A run
+   * whose lease ran out (its worker died or stalled) is claimed at once, raising the fence, as
+   * its stale holder could otherwise still write.
+   */
+  private async readDue(now: string, leaseUntil: string, limit: number): Promise<TakenRun[]> {
+    const skip: number[] = [];
+    for (const held of this.held.values()) if (held.seq !== undefined && isUnclaimed(held.lease)) skip.push(held.seq);
+    const rows = await readDueRuns(this.services.db, { now, limit, skip });
+    const taken: TakenRun[] = [];
+    for (const { lease_owner: owner, seq, ...row } of rows) {
+      if (this.held.has(row.id)) continue;
+      if (owner === null) {
+        const status = row.automation_status === 'scheduled' ? 'scheduled' : 'running';
+        taken.push({ row, seq, lease: { runId: row.id, owner: this.id, fence: row.lease_fence, unclaimed: { status, leaseUntil } } });
+        continue;
+      }
+      const fence = await takeOver(this.services.db, { runId: row.id, readFence: row.lease_fence, owner: this.id, now, leaseUntil });
+      if (fence !== null) taken.push({ row: { ...row, lease_fence: fence }, lease: { runId: row.id, owner: this.id, fence } });
+    }
+    return taken;
+  }
+
+  /**
+   * A run read unclaimed claims itself in a statement of its own before a write that is not a
+   * step's (letting it go, putting it to sleep, failing it). False when it changed since it was
+   * read: it is not this worker's to write.
+   */
+  private async ensureClaimed(lease: Lease): Promise<boolean> {
+    if (!isUnclaimed(lease)) return true;
+    if (!(await claimAlone(this.services.db, lease))) return false;
+    markClaimed(lease);
+    return true;
   }
 
   private track(execution: Promise<void>): Promise<void> {
@@ -281,10 +342,12 @@ export class RunWorker {
           claimedAs: loaded.row.automation_status === 'scheduled' ? 'scheduled' : 'running',
           lost: () => held.lost,
           stopping: () => this.stopping,
+          claim: () => this.ensureClaimed(held.lease),
         },
       );
       await execution.execute();
-      if (held.failures > 0) await clearFailures(this.services.db, held.lease);
+      // Not when it never wrote (its first write found the run changed): it was never ours.
+      if (held.failures > 0 && !isUnclaimed(held.lease)) await clearFailures(this.services.db, held.lease);
     } catch (error) {
       await this.letGoAfterFailure(loaded.row.id, error);
     } finally {
@@ -295,6 +358,7 @@ export class RunWorker {
 
   /** The frozen graph cannot be read (missing or no longer valid): the run errors. */
   private async failUnreadable(row: ClaimedRunRow, lease: Lease): Promise<void> {
+    if (!(await this.ensureClaimed(lease))) return;
     const at = this.services.clock.now().toISOString();
     const moved = await this.services.db.transaction().execute((tx) =>
       setRunStatus(tx, {
@@ -332,7 +396,15 @@ export class RunWorker {
       'executing a run failed; it will be retried',
     );
     if (!held || held.lost) return;
-    await releaseRun(this.services.db, held.lease, { availableAt: retryAt, failed: failures > before }).catch(() => undefined);
+    let stillDue = false;
+    await this.ensureClaimed(held.lease)
+      .then((ours) => ours && releaseRun(this.services.db, held.lease, { availableAt: retryAt, failed: failures > before }))
+      .catch(() => {
+        stillDue = isUnclaimed(held.lease);
+      });
+    // Read unclaimed, and the store refused even its claim: still due, the run would be read and
+    // fail again at once. The worker reads nothing for a while instead (the store refuses writes).
+    if (stillDue) this.readsPausedUntil = Date.now() + RETRY_AFTER_FAILURE_MS;
   }
 
   private ensureHeartbeat(): void {
@@ -347,7 +419,8 @@ export class RunWorker {
 
   /** Extends every held lease; a run whose lease was taken is marked lost and writes nothing more. */
   private async beat(): Promise<void> {
-    const holding = [...this.held.values()].filter((held) => !held.lost);
+    // A run read unclaimed has no lease in the store yet: its first write takes it.
+    const holding = [...this.held.values()].filter((held) => !held.lost && !isUnclaimed(held.lease));
     if (holding.length === 0) return;
     try {
       const until = addMs(this.services.clock.now().toISOString(), this.leaseMs);

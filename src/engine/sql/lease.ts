@@ -3,4 +3,17 @@ export interface Lease {
   runId: string;
   owner: string;
   fence: number;
+  /**
+   * SQLite: the run was read due and not claimed yet; its first write claims it, in the same
+   * transaction (claim-on-write.ts). Until then `fence` is the fence it was read at and the row
+   * names no owner. Gone once the claim is committed (and `fence` is the claim's).
+   */
+  unclaimed?: UnclaimedRun;
+}
+
+export interface UnclaimedRun {
+  /** The status the run was read in; the claim holds only if it still is. */
+  status: 'scheduled' | 'running';
+  /** Until when the claim leases the run (the heartbeat extends it from then on). */
+  leaseUntil: string;
 }
