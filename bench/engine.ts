@@ -7,6 +7,9 @@
  * - fire-to-running latency p50/p99 at half of the sustained peak (firing and running together):
  *   from the fire call, and from the fire's answer (the run stored), to the run's first step,
  *   whose write is the one that turns it running (ms resolution).
+ * The raw loop claims as the engine does on PostgreSQL (an UPDATE … RETURNING per batch, then a
+ * fenced UPDATE per job); on SQLite the engine reads its batch instead and each run's first write
+ * claims it (src/engine/sql/claim-on-write.ts): the loop stays what the store costs per job.
  * Runs are created before a throughput clock starts; the worker starts with the clock. On SQLite
  * (the worker in this process) an unmeasured round of each pathway and of the raw loop comes
  * first, and the cold round's rate is reported beside the warm figures.
@@ -368,7 +371,9 @@ const suite: BenchSuite = async (reporter) => {
   reporter.section('Engine: how it is measured');
   reporter.note(`${SQLITE_RUNS} (SQLite) / ${PG_RUNS} (PostgreSQL) one-node runs, half as many five-node runs, created before the clock starts; claim batch ${BATCH}`);
   reporter.note('SQLite (worker in this process): one unmeasured round of each pathway and of the raw loop first, so the figures are of warm code; PostgreSQL worker processes start with each measurement');
-  reporter.note('raw loop: the same claim statement and batch on a bare job table, one fenced UPDATE per job, in as many processes as the engine');
+  reporter.note(
+    "raw loop: the engine's PostgreSQL claim statement and batch on a bare job table, one fenced UPDATE per job, in as many processes as the engine (the engine on SQLite reads its batch and claims each run with the run's first write)",
+  );
   reporter.note('sustained peak: runs fired as fast as the fire path takes them (200 in flight) while the workers run them');
   reporter.note(
     `latency: fires spread evenly over ${LATENCY_SECONDS} s at half the sustained peak, after ${WARMUP_SECONDS} s of unmeasured firing at that rate (the workers' first runs); to the run's first step (the running transition carries its time; ms resolution)`,
