@@ -29,7 +29,7 @@ import { weakMemo } from '../lib/weak-memo.js';
 import type { RunStatus } from './run-status.js';
 import { guardOf, type StepWrite } from './step-write.js';
 import type { Lease, UnclaimedRun } from './sql/lease.js';
-import { claimGuardParams, isUnclaimed, markClaimed, UNCLAIMED_GUARD } from './sql/claim-on-write.js';
+import { claimedUntil, claimGuardParams, isUnclaimed, markClaimed, UNCLAIMED_GUARD } from './sql/claim-on-write.js';
 
 type CommitPlainWrites = (writes: StepWrite[]) => Set<string>;
 
@@ -79,8 +79,8 @@ function plainWriteCommitter(connection: BetterSqlite3.Database): CommitPlainWri
   function claimingUpdate(write: StepWrite, lease: Lease & { unclaimed: UnclaimedRun }, to: RunStatus, error: string | null): boolean {
     const guard = [lease.runId, ...claimGuardParams(lease)];
     if (write.end) return endUnclaimed.run(write.state, to, write.at, error, ...guard).changes === 1;
-    if (to !== write.from) return moveUnclaimed.run(write.state, to, write.at, lease.owner, lease.unclaimed.leaseUntil, ...guard).changes === 1;
-    return keepUnclaimed.run(write.state, lease.owner, lease.unclaimed.leaseUntil, ...guard).changes === 1;
+    if (to !== write.from) return moveUnclaimed.run(write.state, to, write.at, lease.owner, claimedUntil(lease, write.at), ...guard).changes === 1;
+    return keepUnclaimed.run(write.state, lease.owner, claimedUntil(lease, write.at), ...guard).changes === 1;
   }
 
   function commit(writes: StepWrite[]): Set<string> {

@@ -198,7 +198,7 @@ async function claimFirstWrites(tx: DbOrTx, writes: StepWrite[]): Promise<StepWr
   const claimed: StepWrite[] = [];
   for (const write of writes) {
     if (!isUnclaimed(write.lease)) claimed.push(write);
-    else if (await claimAlone(tx, write.lease)) claimed.push({ ...write, lease: claimedLease(write.lease) });
+    else if (await claimAlone(tx, write.lease, write.at)) claimed.push({ ...write, lease: claimedLease(write.lease) });
   }
   return claimed;
 }

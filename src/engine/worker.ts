@@ -295,7 +295,7 @@ export class RunWorker {
       if (this.held.has(row.id)) continue;
       if (owner === null) {
         const status = row.automation_status === 'scheduled' ? 'scheduled' : 'running';
-        taken.push({ row, seq, lease: { runId: row.id, owner: this.id, fence: row.lease_fence, unclaimed: { status, leaseUntil } } });
+        taken.push({ row, seq, lease: { runId: row.id, owner: this.id, fence: row.lease_fence, unclaimed: { status, leaseMs: this.leaseMs } } });
         continue;
       }
       const fence = await takeOver(this.services.db, { runId: row.id, readFence: row.lease_fence, owner: this.id, now, leaseUntil });
@@ -311,7 +311,7 @@ export class RunWorker {
    */
   private async ensureClaimed(lease: Lease): Promise<boolean> {
     if (!isUnclaimed(lease)) return true;
-    if (!(await claimAlone(this.services.db, lease))) return false;
+    if (!(await claimAlone(this.services.db, lease, this.services.clock.now().toISOString()))) return false;
     markClaimed(lease);
     return true;
   }

@@ -5,7 +5,7 @@
  * run (or ends it) at a raised fence, and the worker's lease learns of the claim only once it is
  * committed. PostgreSQL keeps its claim statement: an unclaimed lease never reaches its commits.
  */
-import { expect, it } from 'vitest';
+import { afterAll, beforeAll, expect, it } from 'vitest';
 import BetterSqlite3 from 'better-sqlite3';
 import { describeEachStore, type TestWorkspace } from '../helpers/test-env.js';
 import { chain, fire, getRun, getSteps, recordTags, testWorker, webTriggerFor } from '../helpers/engine-harness.js';
@@ -18,17 +18,25 @@ import { RunWorker } from '../../src/engine/worker.js';
 import { addMs } from '../../src/lib/clock.js';
 import { sqliteConnectionOf, sqlitePathOf } from '../../src/storage/connect.js';
 import { capturedLogger } from '../helpers/log-capture.js';
+import { LedgerServer } from '../helpers/ledger-server.js';
+import { createAllowList } from '../../src/engine/outbound/allow-list.js';
+
+const ledger = new LedgerServer();
+beforeAll(() => ledger.listen());
+afterAll(() => ledger.close());
+/** The tests' calls go to a ledger server on this machine, which the default allow-list refuses. */
+const LOOPBACK = { allow: createAllowList(['127.0.0.1']) };
 
 describeEachStore('engine: a run read unclaimed is claimed by its first write', (env) => {
   const oneSet = chain('Claimed by its write', [{ id: 'a', automations: [{ id: 's', type: 'set', with: { vars: { x: '1' } } }] }]);
   const sqliteOnly = it.runIf(env.kind === 'sqlite');
   const postgresOnly = it.runIf(env.kind === 'postgres');
 
-  const readLease = (runId: string, leaseUntil: string, fence = 0): Lease => ({
+  const readLease = (runId: string, fence = 0): Lease => ({
     runId,
     owner: 'reader',
     fence,
-    unclaimed: { status: 'scheduled', leaseUntil },
+    unclaimed: { status: 'scheduled', leaseMs: 30_000 },
   });
   const firstWrite = (lease: Lease, at: string, extra: Partial<StepWrite> = {}): StepWrite => ({
     lease,
@@ -66,9 +74,10 @@ describeEachStore('engine: a run read unclaimed is claimed by its first write', 
     sqliteOnly(`through ${path}: the first write leases the run at a raised fence, moves it running and records its step; the lease holds from then on`, async () => {
       const ws = await env.workspace();
       const runId = await scheduledRun(ws);
-      const now = new Date().toISOString();
+      // Written 10 s after it was read: the lease runs from the claiming write's time, whole.
+      const now = addMs(new Date().toISOString(), 10_000);
       const leaseUntil = addMs(now, 30_000);
-      const lease = readLease(runId, leaseUntil);
+      const lease = readLease(runId);
       expect([...(await commitBatch(env.db, [firstWrite(lease, now, effect && { effect })]))]).toEqual([runId]);
 
       expect(lease).toEqual({ runId, owner: 'reader', fence: 1 });
@@ -86,7 +95,7 @@ describeEachStore('engine: a run read unclaimed is claimed by its first write', 
       const ws = await env.workspace();
       const runId = await scheduledRun(ws);
       const now = new Date().toISOString();
-      const lease = readLease(runId, addMs(now, 30_000));
+      const lease = readLease(runId);
       const write = firstWrite(lease, now, { end: { status: 'completed', error: null }, ...(effect && { effect }) });
       expect([...(await commitBatch(env.db, [write]))]).toEqual([runId]);
       expect(lease.unclaimed).toBeUndefined();
@@ -104,7 +113,7 @@ describeEachStore('engine: a run read unclaimed is claimed by its first write', 
       expect(await setRunStatus(env.db, { runId: paused, from: 'scheduled', to: 'paused', at: now })).toBe(true);
       const claimedByOther = await claimRuns(env.db, { owner: 'other', now, leaseUntil, limit: 100 });
       expect(claimedByOther.map((row) => row.id)).toEqual(expect.arrayContaining([taken, held]));
-      const leases = { paused: readLease(paused, leaseUntil), taken: readLease(taken, leaseUntil), held: readLease(held, leaseUntil, 1) };
+      const leases = { paused: readLease(paused), taken: readLease(taken), held: readLease(held, 1) };
       const writes = Object.values(leases).map((lease) => firstWrite(lease, now, effect && { effect }));
       expect([...(await commitBatch(env.db, writes))]).toEqual([]);
 
@@ -121,7 +130,7 @@ describeEachStore('engine: a run read unclaimed is claimed by its first write', 
     const ws = await env.workspace();
     const runId = await scheduledRun(ws);
     const now = new Date().toISOString();
-    const lease = readLease(runId, addMs(now, 30_000));
+    const lease = readLease(runId);
     const failing = firstWrite(lease, now, {
       effect: async () => {
         throw new Error('the effect failed');
@@ -193,12 +202,57 @@ describeEachStore('engine: a run read unclaimed is claimed by its first write', 
     expect((await getRun(ws, runId)).automationStatus).toBe('completed');
   });
 
+  it('workers started and stopped while two others run (reads not yet claimed let go): every run ends, each call sent once with its key, local steps once', async () => {
+    // Both stores: on SQLite the stopped workers drop runs they read and had not claimed yet; on
+    // PostgreSQL they let go of runs they claimed.
+    const ws = await env.workspace();
+    ledger.on(`/churn-a-${env.kind}`, { status: 200, delayMs: 20 });
+    ledger.on(`/churn-b-${env.kind}`, { status: 200, delayMs: 5 });
+    const { triggerId } = await webTriggerFor(ws, chain('Churned workers', [
+      { id: 's', automations: [{ id: 's1', type: 'set', with: { vars: { x: '1' } } }] },
+      { id: 'h', automations: [{ id: 'h1', type: 'http', with: { method: 'POST', url: ledger.url(`/churn-a-${env.kind}`) } }] },
+      { id: 'w', automations: [{ id: 'w1', type: 'wait', with: { duration: 'PT0.05S' } }] },
+      { id: 'h2', automations: [{ id: 'h2', type: 'http', with: { method: 'POST', url: ledger.url(`/churn-b-${env.kind}`) } }] },
+      { id: 't', automations: [{ id: 't1', type: 'set', with: { vars: { y: '2' } } }] },
+    ]));
+    const runIds: string[] = [];
+    for (let i = 0; i < 150; i++) runIds.push(await fire(ws, triggerId, { i }));
+    const sentBefore = ledger.requests.length;
+    const steady = ['a', 'b'].map((workerId) => testWorker(env, { workerId, pollMs: 5 }, LOOPBACK));
+    for (const worker of steady) worker.start();
+    const left = async () => (await env.db.selectFrom('runs').select('id').where('id', 'in', runIds).where('automation_status', 'in', ['scheduled', 'running']).execute()).length;
+    const deadline = Date.now() + 30_000;
+    for (let churn = 0; (await left()) > 0 && Date.now() < deadline; churn++) {
+      const churned = testWorker(env, { workerId: `churned-${churn}`, pollMs: 1 }, LOOPBACK);
+      churned.start();
+      await new Promise((resolve) => setTimeout(resolve, Math.random() * 30));
+      await churned.stop();
+    }
+    for (const worker of steady) await worker.stop();
+
+    const statuses = await env.db.selectFrom('runs').select('automation_status').where('id', 'in', runIds).execute();
+    expect(statuses.map((row) => row.automation_status)).toEqual(runIds.map(() => 'completed'));
+    const sent = new Map<string, number>();
+    for (const request of ledger.requests.slice(sentBefore)) {
+      const key = String(request.headers['idempotency-key']);
+      if (runIds.some((runId) => key.startsWith(runId))) sent.set(key, (sent.get(key) ?? 0) + 1);
+    }
+    expect(sent.size).toBe(300);
+    expect([...sent.values()].every((times) => times === 1)).toBe(true);
+    const steps = await env.db.selectFrom('run_steps').select(['run_id', 'automation_id', 'outcome']).where('run_id', 'in', runIds).execute();
+    expect(steps.filter((step) => step.outcome === 'interrupted')).toEqual([]);
+    const perStep = new Map<string, number>();
+    for (const step of steps) perStep.set(`${step.run_id}:${step.automation_id}`, (perStep.get(`${step.run_id}:${step.automation_id}`) ?? 0) + 1);
+    expect(perStep.size).toBe(150 * 5);
+    expect([...perStep.values()].every((times) => times === 1)).toBe(true);
+  }, 60_000);
+
   postgresOnly('PostgreSQL claims: runs are never read unclaimed there, and a lease read so could not be committed', async () => {
     const ws = await env.workspace();
     const runId = await scheduledRun(ws);
     const now = new Date().toISOString();
     await expect(readDueRuns(env.db, { now, limit: 10, skip: [] })).rejects.toThrow(/SQLite only/);
-    await expect(commitBatch(env.db, [firstWrite(readLease(runId, addMs(now, 30_000)), now)])).rejects.toThrow(/PostgreSQL/);
+    await expect(commitBatch(env.db, [firstWrite(readLease(runId), now)])).rejects.toThrow(/PostgreSQL/);
     expect(await runRow(runId)).toMatchObject({ automation_status: 'scheduled', lease_owner: null, lease_fence: 0 });
     // Its worker claims and completes the run as always.
     expect(await testWorker(env).drain()).toBeGreaterThanOrEqual(1);

@@ -21,6 +21,7 @@
 import type { DbOrTx } from '../../storage/database.js';
 import type { Lease, UnclaimedRun } from './lease.js';
 import { runSql } from './prepared.js';
+import { addMs } from '../../lib/clock.js';
 
 /**
  * The claim's condition, after `where id = ?`: the parameters are the fence and status the run
@@ -51,12 +52,17 @@ export function markClaimed(lease: Lease): void {
   delete lease.unclaimed;
 }
 
+/** When a claim made at `at` lets its lease run out (the heartbeat extends it from then on). */
+export function claimedUntil(lease: Lease & { unclaimed: UnclaimedRun }, at: string): string {
+  return addMs(at, lease.unclaimed.leaseMs);
+}
+
 /**
- * Claims the run in a statement of its own (`db` may be a transaction). True when claimed (the
- * lease says so once committed: `markClaimed`); false when the run changed since it was read.
+ * Claims the run at `at` in a statement of its own (`db` may be a transaction). True when claimed
+ * (the lease says so once committed: `markClaimed`); false when the run changed since it was read.
  */
-export async function claimAlone(db: DbOrTx, lease: Lease & { unclaimed: UnclaimedRun }): Promise<boolean> {
-  const result = await runSql<{ id: string }>(db, CLAIM_TEXT, [lease.owner, lease.unclaimed.leaseUntil, lease.runId, ...claimGuardParams(lease)]);
+export async function claimAlone(db: DbOrTx, lease: Lease & { unclaimed: UnclaimedRun }, at: string): Promise<boolean> {
+  const result = await runSql<{ id: string }>(db, CLAIM_TEXT, [lease.owner, claimedUntil(lease, at), lease.runId, ...claimGuardParams(lease)]);
   return result.rows.length === 1;
 }
 

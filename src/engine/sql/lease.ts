@@ -14,6 +14,9 @@ export interface Lease {
 export interface UnclaimedRun {
   /** The status the run was read in; the claim holds only if it still is. */
   status: 'scheduled' | 'running';
-  /** Until when the claim leases the run (the heartbeat extends it from then on). */
-  leaseUntil: string;
+  /**
+   * How long the claim leases the run, from the time of the write that claims it (not of the
+   * read: a first write late after its read would get a lease already partly spent).
+   */
+  leaseMs: number;
 }
