@@ -4,6 +4,7 @@
  */
 import type { DbOrTx } from '../storage/database.js';
 import { parseJson } from '../lib/json.js';
+import { decodeCursor, encodeCursor } from '../lib/cursor.js';
 import { findDiagram, loadBlueprintGraph } from '../modules/diagrams/diagram.repository.js';
 import { parseEngineState, nodeStateOf, type NodeState } from './engine-state.js';
 import { listStepRows } from './sql/step-rows.js';
@@ -35,11 +36,33 @@ export interface RunTimeline {
   subjectRecordId: string | null;
   /** That record, while it exists (a deleted Patient leaves search, and its runs keep the id only). */
   subject: SubjectRef | null;
+  /** One page of its steps, in the order they started. */
   steps: StepView[];
+  /** Where the next page starts; null on the last page. */
+  nextCursor: string | null;
 }
 
-/** The steps of a run in the workspace, in the order they started; null when there is no such run. */
-export async function runTimeline(db: DbOrTx, workspaceId: string, runId: string): Promise<RunTimeline | null> {
+/**
+ * The name a run's step cursors carry (lib/cursor.ts): the run's own, so that a cursor of one
+ * run's steps is refused on another's (it would answer a slice of that run as if it were the
+ * next page), like a cursor of any other list.
+ */
+const stepsList = (runId: string): string => `run-steps:${runId}`;
+
+/**
+ * One page of the steps of a run in the workspace, in the order they started, and the run's
+ * subject; null when there is no such run. Oldest first, keyset-paged on the step id (UUID v7,
+ * unique): a step recorded while a client pages comes on a later page, and none is skipped or
+ * repeated. A cursor that is not one of this run's steps lists is refused (400 invalid_cursor)
+ * before anything is read.
+ */
+export async function runTimeline(
+  db: DbOrTx,
+  workspaceId: string,
+  runId: string,
+  page: { limit: number; cursor?: string },
+): Promise<RunTimeline | null> {
+  const afterId = page.cursor === undefined ? undefined : decodeCursor(page.cursor, stepsList(runId));
   // The subject's record with the run: it may be gone (a deleted Patient leaves search).
   const run = await db
     .selectFrom('runs')
@@ -51,8 +74,10 @@ export async function runTimeline(db: DbOrTx, workspaceId: string, runId: string
     .where('runs.id', '=', runId)
     .executeTakeFirst();
   if (!run) return null;
-  const rows = await listStepRows(db, runId);
-  const steps = rows.map((row) => ({
+  // One row more than the page: whether another page follows.
+  const rows = await listStepRows(db, runId, { afterId, limit: page.limit + 1 });
+  const more = rows.length > page.limit;
+  const steps = rows.slice(0, page.limit).map((row) => ({
     stepId: row.id,
     nodeId: row.node_id,
     automationId: row.automation_id,
@@ -66,7 +91,8 @@ export async function runTimeline(db: DbOrTx, workspaceId: string, runId: string
   }));
   const subject =
     run.record_id !== null ? { recordId: run.record_id, resourceType: run.resource_type!, extId: run.ext_id!, name: run.name! } : null;
-  return { subjectRecordId: run.subject_record_id, subject, steps };
+  const nextCursor = more ? encodeCursor(steps[steps.length - 1].stepId, stepsList(runId)) : null;
+  return { subjectRecordId: run.subject_record_id, subject, steps, nextCursor };
 }
 
 interface StoredNode {

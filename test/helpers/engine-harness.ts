@@ -46,10 +46,17 @@ export async function getRun(ws: TestWorkspace, runId: string) {
 /** A step as `GET /v1/runs/{runId}/steps` answers it. */
 export type StepJson = StepView;
 
+/** Every step of a run, in order: the timeline is paged, so this walks every page (500 a page). */
 export async function getSteps(ws: TestWorkspace, runId: string): Promise<StepJson[]> {
-  const res = await ws.call('GET', `/v1/runs/${runId}/steps`);
-  expect(res.statusCode).toBe(200);
-  return res.json().steps;
+  const steps: StepJson[] = [];
+  let cursor: string | null = null;
+  do {
+    const res = await ws.call('GET', `/v1/runs/${runId}/steps?limit=500${cursor ? `&cursor=${cursor}` : ''}`);
+    expect(res.statusCode, res.body).toBe(200);
+    steps.push(...(res.json().steps as StepJson[]));
+    cursor = res.json().nextCursor;
+  } while (cursor);
+  return steps;
 }
 
 export async function getGraph(ws: TestWorkspace, id: string) {

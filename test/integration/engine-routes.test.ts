@@ -50,6 +50,7 @@ describeEachStore('engine: steps and graph endpoints', (env) => {
     expect(graph.nodes[1].wait).toBeUndefined();
     const timeline = (await ws.call('GET', `/v1/runs/${runId}/steps`)).json();
     expect(timeline.runId).toBe(runId);
+    expect(timeline.nextCursor).toBeNull();
     expect(timeline.steps.map((s: { automationId: string; outcome: string | null }) => [s.automationId, s.outcome])).toEqual([['s', 'ok'], ['nap', null]]);
     const nap = timeline.steps[1];
     expect(Date.parse(b.wait.dueAt) - Date.parse(nap.startedAt)).toBe(24 * 3600_000);
@@ -136,7 +137,7 @@ describeEachStore('engine: steps and graph endpoints', (env) => {
         keyId: reader.keyId,
         resourceType: 'run',
         resourceId: runId,
-        details: { subjectRecordId: patientId, steps: 2 },
+        details: { subjectRecordId: patientId, steps: 2, cursor: false },
       }),
     ]);
     expect((await other.call('GET', '/v1/audit-events?action=run.steps.read')).json().data).toEqual([]);

@@ -51,7 +51,17 @@ export async function interruptStepRow(db: DbOrTx, stepId: string, at: string): 
     .execute();
 }
 
-/** A run's timeline, in the order the steps started (ids are time-ordered UUID v7). */
-export async function listStepRows(db: DbOrTx, runId: string): Promise<RunStepTable[]> {
-  return db.selectFrom('run_steps').selectAll().where('run_id', '=', runId).orderBy('id').execute();
+/**
+ * A run's timeline, in the order the steps started (ids are time-ordered UUID v7, made when the
+ * step starts; unique, so the order has no ties), one page at a time: the steps after `afterId`
+ * (a keyset on the `run_steps_run (run_id, id)` index), at most `limit` of them. A step recorded
+ * while a client pages gets a later id than those already handed out, so it comes on a later
+ * page: none is skipped or repeated. Without a limit, every step after `afterId`.
+ */
+export async function listStepRows(db: DbOrTx, runId: string, page: { afterId?: string; limit?: number } = {}): Promise<RunStepTable[]> {
+  let select = db.selectFrom('run_steps').selectAll().where('run_id', '=', runId);
+  if (page.afterId !== undefined) select = select.where('id', '>', page.afterId);
+  select = select.orderBy('id');
+  if (page.limit !== undefined) select = select.limit(page.limit);
+  return select.execute();
 }

@@ -5,7 +5,7 @@
 import { Type, type Static } from '@sinclair/typebox';
 import type { Api } from '../types.js';
 import type { Container } from '../../container.js';
-import { IdParams, commonErrors, Nullable, Timestamp, Uuid, named } from '../schemas/common.js';
+import { IdParams, commonErrors, CursorParam, Nullable, Timestamp, Uuid, named } from '../schemas/common.js';
 import { notFound } from '../../lib/errors.js';
 import { diagramGraph, runTimeline } from '../../engine/run-views.js';
 import { recordAudit } from '../../modules/audit/audit.repository.js';
@@ -35,7 +35,25 @@ const SubjectSchema = named('RunSubject', Type.Object(
   },
   { description: 'the record the run is about (its subject); null when it has none, or the record left search' },
 ));
-const TimelineSchema = named('StepTimeline', Type.Object({ runId: Uuid, subject: Nullable(SubjectSchema), steps: Type.Array(StepSchema) }));
+const TimelineSchema = named('StepTimeline', Type.Object({
+  runId: Uuid,
+  subject: Nullable(SubjectSchema),
+  steps: Type.Array(StepSchema, { description: 'one page of steps, in the order they started' }),
+  nextCursor: Nullable(Type.String({ description: 'pass as `cursor` for the next page; null on the last page' })),
+}));
+
+/**
+ * A run may take ~10,000 steps, each output up to 4 MiB: the timeline is paged (keyset, oldest
+ * first), 100 steps by default and at most 500, more than the lists' 25 and 100 since a step is
+ * small as a rule and a client reading a timeline wants all of it (docs/decisions.md).
+ */
+const StepsQuery = Type.Object(
+  {
+    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 500, default: 100 })),
+    cursor: Type.Optional(CursorParam),
+  },
+  { additionalProperties: false },
+);
 
 const AutomationSchema = Type.Object({ id: Type.String(), type: Type.String(), with: Type.Optional(Type.Unknown()) });
 
@@ -76,25 +94,34 @@ export function registerEngineRoutes(api: Api, container: Container): void {
       schema: {
         tags: ['Runs'],
         operationId: 'listRunSteps',
-        summary: "A run's subject and its step timeline, in the order the steps started",
+        summary: "A run's subject and its step timeline, in the order the steps started, a page at a time",
         description:
           'Which record the run is about (`subject`: the patient of an event or a cohort tick, or the record a fire named) and ' +
-          'what its automations read and answered: health data, so each read is audited as run.steps.read (the run, its patient record, the key).',
+          'what its automations read and answered: health data, so each read (each page) is audited as run.steps.read (the run, its patient record, the key). ' +
+          'Paged oldest first: `limit` steps (default 100, at most 500) and `nextCursor`, to pass as `cursor` for the next page (null on the last). ' +
+          'Steps recorded while a client pages come on later pages; none is skipped or repeated.',
         params: IdParams('runId'),
+        querystring: StepsQuery,
         response: { 200: TimelineSchema, ...commonErrors },
       },
     },
     async (request) => {
       const { runId } = request.params;
-      const timeline = await runTimeline(container.db, request.ctx.workspaceId, runId);
+      const { limit = 100, cursor } = request.query;
+      const timeline = await runTimeline(container.db, request.ctx.workspaceId, runId, { limit, ...(cursor !== undefined ? { cursor } : {}) });
       if (!timeline) throw notFound('run');
       // Steps hold what automations read and answered (lab values, a partner's reply): health
-      // data, so who read whose is recorded before it is handed out.
-      const { subjectRecordId, subject, steps } = timeline;
+      // data, so who read whose is recorded before it is handed out, page by page.
+      const { subjectRecordId, subject, steps, nextCursor } = timeline;
       await recordAudit(container.db, request.ctx, container.clock.now().toISOString(), [
-        { action: 'run.steps.read', resourceType: 'run', resourceId: runId, details: { subjectRecordId, steps: steps.length } },
+        {
+          action: 'run.steps.read',
+          resourceType: 'run',
+          resourceId: runId,
+          details: { subjectRecordId, steps: steps.length, cursor: cursor !== undefined },
+        },
       ]);
-      return { runId, subject, steps };
+      return { runId, subject, steps, nextCursor };
     },
   );
 
