@@ -139,17 +139,29 @@ export class RunExecution {
    * progress would pass MAX_RUN_STATE_CHARS: its caller records the step as failed instead.
    */
   private async commit(write: Omit<StepWrite, 'lease' | 'state' | 'from'> & { state: EngineState; limitState?: boolean }): Promise<void> {
-    const { state: next, limitState, ...rest } = write;
-    const stateJson = jsonWithin(next, limitState ? MAX_RUN_STATE_CHARS : Number.POSITIVE_INFINITY);
+    const next = write.state;
+    const stateJson = jsonWithin(next, write.limitState ? MAX_RUN_STATE_CHARS : Number.POSITIVE_INFINITY);
     if (stateJson === null) throw new RunStateTooLarge(RUN_STATE_TOO_LARGE);
     // A run that ends while another branch waits leaves no step open and no event wait behind.
     const closeOpenSteps = write.end !== undefined && Object.values(next.nodes).some((node) => node.open);
+    // Every property named, in one order, absent ones undefined: one object shape for every write.
+    // Spread from the callers' objects (each its own set of properties), this object took the
+    // slow generic copy and every reader of it a lookup by name: 7 µs of a one-node run's 100
+    // (--cpu-prof on compiled code, 2026-11-28).
     const applied = await this.control.committer.submit({
-      ...rest,
-      closeOpenSteps,
-      from: this.status,
       lease: this.lease,
+      at: write.at,
+      from: this.status,
       state: stateJson,
+      requireRunning: write.requireRunning,
+      end: write.end,
+      insertStep: write.insertStep,
+      finishStep: write.finishStep,
+      interruptStep: write.interruptStep,
+      closeOpenSteps,
+      effect: write.effect,
+      locksRecord: write.locksRecord,
+      alone: write.alone,
     });
     if (!applied) throw new GuardFailed();
     this.state = next;
@@ -401,21 +413,12 @@ export class RunExecution {
       at,
       requireRunning: true,
       limitState,
-      ...(ends ? { end: endOf(ends) } : {}),
+      end: ends ? endOf(ends) : undefined,
       effect: outcome.write,
       alone: outcome.alone,
-      ...(outcome.locksRecord ? { locksRecord: outcome.locksRecord } : {}),
-      ...(step.recorded
-        ? { finishStep: { stepId: step.stepId, finish } }
-        : {
-            insertStep: {
-              ...this.stepRow(move.nodeId, move.automation, step),
-              finished_at: finish.at,
-              outcome: finish.outcome,
-              output: finish.output,
-              error: finish.error,
-            },
-          }),
+      locksRecord: outcome.locksRecord,
+      finishStep: step.recorded ? { stepId: step.stepId, finish } : undefined,
+      insertStep: step.recorded ? undefined : this.stepRow(move.nodeId, move.automation, step, finish),
     });
   }
 
@@ -432,7 +435,8 @@ export class RunExecution {
     return 'continue';
   }
 
-  private stepRow(nodeId: string, automation: StepRequest['automation'], step: StepInHand): RunStepTable {
+  /** The step's row: open (a call or a wait starting), or with `finish`, whole. */
+  private stepRow(nodeId: string, automation: StepRequest['automation'], step: StepInHand, finish?: StepFinish): RunStepTable {
     return {
       id: step.stepId,
       run_id: this.run.id,
@@ -441,10 +445,10 @@ export class RunExecution {
       automation_type: automation.type,
       attempt: step.attempt,
       started_at: step.startedAt,
-      finished_at: null,
-      outcome: null,
-      output: null,
-      error: null,
+      finished_at: finish ? finish.at : null,
+      outcome: finish ? finish.outcome : null,
+      output: finish ? finish.output : null,
+      error: finish ? finish.error : null,
     };
   }
 
