@@ -29,7 +29,7 @@ import { weakMemo } from '../lib/weak-memo.js';
 import type { RunStatus } from './run-status.js';
 import { guardOf, type StepWrite } from './step-write.js';
 import type { Lease, UnclaimedRun } from './sql/lease.js';
-import { claimedUntil, claimGuardParams, isUnclaimed, markClaimed, UNCLAIMED_GUARD } from './sql/claim-on-write.js';
+import { claimedUntil, claimGuardParams, isUnclaimed, UNCLAIMED_GUARD } from './sql/claim-on-write.js';
 
 type CommitPlainWrites = (writes: StepWrite[]) => Set<string>;
 
@@ -111,13 +111,8 @@ function plainWriteCommitter(connection: BetterSqlite3.Database): CommitPlainWri
     return applied;
   }
 
-  const inTransaction = connection.transaction(commit).immediate as CommitPlainWrites;
-  return (writes) => {
-    const applied = inTransaction(writes);
-    // Committed: the claims of first writes hold from here on.
-    for (const write of writes) if (applied.has(write.lease.runId)) markClaimed(write.lease);
-    return applied;
-  };
+  // The workers' leases learn of the claims it commits from its caller (step-committer.ts `commitBatch`).
+  return connection.transaction(commit).immediate as CommitPlainWrites;
 }
 
 /** Most runs one tag swap statement names; a larger move takes several. */

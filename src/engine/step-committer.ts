@@ -135,6 +135,14 @@ function takeBatch(queue: Pending[], max: number): Pending[] {
  * any other batch in one Kysely transaction. Answers the runs whose guard passed.
  */
 export async function commitBatch(db: Db, writes: StepWrite[]): Promise<Set<string>> {
+  const applied = await writeBatchTheStoresWay(db, writes);
+  // Committed, whichever way: the claims of first writes hold from here on.
+  for (const write of writes) if (applied.has(write.lease.runId)) markClaimed(write.lease);
+  return applied;
+}
+
+/** The batch, written the cheapest way the store allows (above); the leases are not touched. */
+function writeBatchTheStoresWay(db: Db, writes: StepWrite[]): Promise<Set<string>> {
   const pool = postgresPoolOf(db);
   // Runs are read unclaimed on SQLite only (sql/claim-on-write.ts); PostgreSQL's workers claim.
   if (pool && writes.some((write) => isUnclaimed(write.lease))) throw new Error('a run read unclaimed reached a PostgreSQL commit');
@@ -143,10 +151,7 @@ export async function commitBatch(db: Db, writes: StepWrite[]): Promise<Set<stri
     const connection = sqliteConnectionOf(db);
     if (connection) return commitPlainWritesOnSqlite(db, connection, writes);
   }
-  const applied = await db.transaction().execute((tx) => commitWrites(tx, writes, { lockRecords: pool !== undefined }));
-  // Committed: the claims of first writes hold from here on.
-  for (const write of writes) if (applied.has(write.lease.runId)) markClaimed(write.lease);
-  return applied;
+  return db.transaction().execute((tx) => commitWrites(tx, writes, { lockRecords: pool !== undefined }));
 }
 
 /**
