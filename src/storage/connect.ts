@@ -10,6 +10,7 @@ import { FALLBACK_AUTOCHECKPOINT_PAGES, startCheckpointer } from './sqlite-check
 import { ImmediateSqliteDialect } from './immediate-sqlite-dialect.js';
 import { POSTGRES_CONNECTION_DEFAULTS, POSTGRES_QUERY_TIMEOUT_MS } from './postgres-defaults.js';
 import { foldCase, SQLITE_FOLD_CASE } from '../lib/like.js';
+import { statementNameOf } from './postgres-statement-names.js';
 
 export type Dialect = 'sqlite' | 'postgres';
 
@@ -136,15 +137,19 @@ function openSqlite(file: string): Store {
 }
 
 /**
- * node-postgres fails a query that outlives `query_timeout` but keeps its connection, still
- * waiting for the answer: handed back to the pool, it would hold every query given to it after.
- * Such a connection is closed instead (`end` destroys one with a query in flight), and the pool
- * drops it when it comes back.
+ * Every query a pooled connection is given passes here:
+ * - text registered with a statement name (postgres-statement-names.ts) runs as that named,
+ *   prepared statement, also when Kysely hands it over bare inside a transaction;
+ * - node-postgres fails a query that outlives `query_timeout` but keeps its connection, still
+ *   waiting for the answer: handed back to the pool, it would hold every query given to it after.
+ *   Such a connection is closed instead (`end` destroys one with a query in flight), and the pool
+ *   drops it when it comes back.
  */
-function closeOnQueryTimeout(client: pg.PoolClient): void {
+function wrapClientQuery(client: pg.PoolClient): void {
   const query = client.query.bind(client) as (...args: unknown[]) => unknown;
   (client as unknown as { query: (...args: unknown[]) => unknown }).query = (...args: unknown[]) => {
-    const answer = query(...args);
+    const name = typeof args[0] === 'string' && Array.isArray(args[1]) && args.length === 2 ? statementNameOf(args[0]) : undefined;
+    const answer = name ? query({ name, text: args[0], values: args[1] }) : query(...args);
     if (answer instanceof Promise) {
       answer.catch((error: unknown) => {
         if (error instanceof Error && error.message === 'Query read timeout') client.end().catch(() => undefined);
@@ -165,7 +170,7 @@ function openPostgres(databaseUrl: string, options: StoreOptions): Store {
     connectionTimeoutMillis: options.connectTimeoutMs ?? POSTGRES_CONNECTION_DEFAULTS.connectionTimeoutMillis,
     // The server ends a statement that runs too long (a lock waited for, a slow plan), and its
     // transaction with it; the client gives up a little later, should no answer come at all (a
-    // database gone silent), and closes that connection (closeOnQueryTimeout).
+    // database gone silent), and closes that connection (wrapClientQuery).
     ...(queryTimeoutMs > 0 ? { statement_timeout: queryTimeoutMs, query_timeout: queryTimeoutMs + Math.min(10_000, queryTimeoutMs) } : {}),
     options: options.schema ? `-c search_path=${options.schema}` : undefined,
   });
@@ -178,7 +183,7 @@ function openPostgres(databaseUrl: string, options: StoreOptions): Store {
   // (its query fails, or the next one: "not queryable"), and the pool drops the client on release.
   pool.on('connect', (client) => {
     client.on('error', () => undefined);
-    closeOnQueryTimeout(client);
+    wrapClientQuery(client);
   });
   const db = new Kysely<Database>({ dialect: new SchemaScopedPostgresDialect({ pool }) });
   postgresPools.set(db, pool);

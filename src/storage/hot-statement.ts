@@ -5,7 +5,7 @@
  * on SQLite prepared once per connection and run while Kysely's lock on the one connection is
  * held (`sqliteRunnerOf`); on PostgreSQL as a named, server-side prepared statement
  * (postgres-statement.ts). Inside a transaction the text runs through Kysely on the
- * transaction's connection.
+ * transaction's connection, which still prepares it under its name (postgres-statement-names.ts).
  *
  * Why: for a lookup of one or a few rows by key, building and compiling the query took more of
  * the serving thread than the store's own work (fire on SQLite: the key and trigger lookups
