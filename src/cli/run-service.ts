@@ -16,6 +16,9 @@ import { holdSqliteProcessLock } from '../storage/sqlite-process-lock.js';
 import { giveBackLeasesOfDeadProcesses } from '../storage/dead-process-leases.js';
 import { watchClockSkew } from '../storage/clock-skew.js';
 import { checkSecretKeyOpensStore } from '../modules/secrets/secret-key-check.js';
+import { sealPlainSecrets } from '../modules/secrets/seal-plain-secrets.js';
+import { loggableError } from '../lib/store-errors.js';
+import { createSecretBox } from '../lib/secret-box.js';
 import { waitForStore } from './wait-for-store.js';
 
 export interface ServiceParts {
@@ -66,6 +69,19 @@ export async function runService(config: Config, parts: ServiceParts, print: (te
     await container.close();
     lock?.release();
     throw error;
+  }
+  // Secrets stored while the store had no key are sealed by the first process that has one. A
+  // failure is said and the process goes on (the next start tries again): they were readable
+  // before, and a service that will not start over it helps no one.
+  if (config.secretKey !== undefined) {
+    try {
+      const sealed = await sealPlainSecrets(container.db, createSecretBox(config.secretKey));
+      if (sealed.webhookSecrets + sealed.partnerSecrets > 0) {
+        logger.info(sealed, 'secrets stored before CAREPATH_SECRET_KEY was set are now sealed with it');
+      }
+    } catch (error) {
+      logger.warn({ err: loggableError(error) }, 'the secrets stored before CAREPATH_SECRET_KEY was set could not be sealed now; the next start tries again');
+    }
   }
   // On PostgreSQL, a machine whose clock is off is named in the log (at start and every minute).
   const stopClockWatch = watchClockSkew(container.db, container.logger);

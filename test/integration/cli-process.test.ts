@@ -121,6 +121,38 @@ describe('the carepath process [sqlite]', () => {
     expect(api.stderr()).toContain('CAREPATH_SECRET_KEY does not open the secrets sealed in this store');
   }, 60_000);
 
+  it('the first process started with a key seals the secrets stored before there was one, and says how many', async () => {
+    const database = `sqlite:${join(dir, 'sealed-later.db')}`;
+    const bare = { CAREPATH_DATABASE_URL: database };
+    const { workspaceId } = JSON.parse((await runToEnd(['admin', 'workspace', 'create', '--tenant', 'Acme', '--name', 'Lab', '--json'], bare)).stdout);
+    expect((await runToEnd(['admin', 'secret', 'set', 'LAB_TOKEN', '--workspace', workspaceId], bare, 'token-stored-bare')).code).toBe(0);
+    const readValue = () => {
+      const file = new Database(join(dir, 'sealed-later.db'), { readonly: true });
+      const row = file.prepare('select sealed_value from workspace_secrets').get() as { sealed_value: string };
+      file.close();
+      return row.sealed_value;
+    };
+    expect(readValue()).toBe('plain:token-stored-bare');
+
+    const keyed = { ...bare, CAREPATH_SECRET_KEY: 'e'.repeat(64), CAREPATH_PORT: String(await freePort()) };
+    const api = start(['api'], keyed);
+    running.push(api);
+    await waitFor(api, /carepath listening on/);
+    const sealed = readValue();
+    expect(sealed).toMatch(/^v1:/);
+    expect(sealed).not.toContain('token-stored-bare');
+    const { createSecretBox } = await import('../../src/lib/secret-box.js');
+    expect(createSecretBox(keyed.CAREPATH_SECRET_KEY).open(sealed)).toBe('token-stored-bare');
+    const said = api.stdout().split('\n').find((line) => line.includes('now sealed'));
+    expect(JSON.parse(said!)).toMatchObject({ webhookSecrets: 0, partnerSecrets: 1 });
+    expect(api.stdout() + api.stderr()).not.toContain('token-stored-bare');
+    api.child.kill('SIGTERM');
+    expect(await api.exited).toBe(0);
+    // From now on the store holds a sealed secret: a process without the key stops, as for any sealed store.
+    const without = await runToEnd(['admin', 'secret', 'set', 'OTHER', '--workspace', workspaceId], bare, 'x');
+    expect(without.stderr).toContain('CAREPATH_SECRET_KEY is not set, but this store holds secrets sealed with a key');
+  }, 60_000);
+
   it('a store a newer carepath migrated is named as such, not as corrupted; nothing starts on it', async () => {
     const file = join(dir, 'newer.db');
     const env = { CAREPATH_DATABASE_URL: `sqlite:${file}` };

@@ -5,6 +5,8 @@ import { createSecretBox, decodeSecretKey } from '../../src/lib/secret-box.js';
 import { activeSecretsOf, rotateSecret } from '../../src/modules/webhooks/webhook-secrets.js';
 import { ConfigError, loadConfig } from '../../src/config.js';
 import { checkSecretKeyOpensStore } from '../../src/modules/secrets/secret-key-check.js';
+import { sealPlainSecrets } from '../../src/modules/secrets/seal-plain-secrets.js';
+import { readSecrets, setSecret } from '../../src/modules/secrets/secret.repository.js';
 
 const SECRET_FORMAT = /^whsec_[A-Za-z0-9_-]{43}$/;
 const sha256 = (text: string) => createHash('sha256').update(text).digest('hex');
@@ -225,6 +227,45 @@ describeEachStore('webhook endpoints', (env) => {
     expect(refused.json().error).toContain('webhooks:write');
     expect((await ws.call('GET', '/v1/webhooks', { key: writer.key })).json().code).toBe('insufficient_scope');
     expect((await ws.call('POST', '/v1/webhooks', { key: writer.key, body: { name: 'W' } })).statusCode).toBe(201);
+  });
+});
+
+describeEachStore('secrets stored before a key was set', (env) => {
+  it('are sealed under the key once, opening to the same secrets; rows sealed already are left alone', async () => {
+    const ws = await env.workspace();
+    const plainBox = createSecretBox(undefined);
+    const first = await createWebhook(ws);
+    const second = await createWebhook(ws, { name: 'Lab feed' });
+    await setSecret(env.db, plainBox, ws.workspaceId, 'LAB_TOKEN', 'partner-token', new Date().toISOString());
+    expect((await secretRows(env, first.webhookId))[0].sealed_secret).toBe(`plain:${first.secret}`);
+
+    const keyed = createSecretBox(HEX_KEY);
+    const other = await env.workspace();
+    await setSecret(env.db, keyed, other.workspaceId, 'SEALED', 'sealed-before', new Date().toISOString());
+    const sealedBefore = await env.db.selectFrom('workspace_secrets').select('sealed_value').where('workspace_id', '=', other.workspaceId).executeTakeFirstOrThrow();
+
+    const counts = await sealPlainSecrets(env.db, keyed);
+    expect(counts.webhookSecrets).toBeGreaterThanOrEqual(2);
+    expect(counts.partnerSecrets).toBeGreaterThanOrEqual(1);
+    for (const created of [first, second]) {
+      const [row] = await secretRows(env, created.webhookId);
+      expect(row.sealed_secret).toMatch(/^v1:/);
+      expect(row.sealed_secret).not.toContain(created.secret);
+      expect((await activeSecretsOf(env.db, keyed, created.webhookId, new Date())).map((s) => s.secret)).toEqual([created.secret]);
+    }
+    expect(await readSecrets(env.db, keyed, ws.workspaceId, ['LAB_TOKEN'])).toEqual(new Map([['LAB_TOKEN', 'partner-token']]));
+    const unsealed = await env.db.selectFrom('webhook_secrets').select('id').where('sealed_secret', 'like', 'plain:%').execute();
+    expect(unsealed).toEqual([]);
+    // A row sealed before is not rewritten, and a second pass finds nothing to do.
+    expect((await env.db.selectFrom('workspace_secrets').select('sealed_value').where('workspace_id', '=', other.workspaceId).executeTakeFirstOrThrow()).sealed_value).toBe(sealedBefore.sealed_value);
+    expect(await sealPlainSecrets(env.db, keyed)).toEqual({ webhookSecrets: 0, partnerSecrets: 0 });
+    // The key the store now needs is checked like any other.
+    await expect(checkSecretKeyOpensStore(env.db, undefined)).rejects.toThrow(ConfigError);
+    await expect(checkSecretKeyOpensStore(env.db, HEX_KEY)).resolves.toBeUndefined();
+  });
+
+  it('refuses a box without a key', async () => {
+    await expect(sealPlainSecrets(env.db, createSecretBox(undefined))).rejects.toThrow(/needs a box with a key/);
   });
 });
 

@@ -1,0 +1,93 @@
+/**
+ * Secrets stored before `CAREPATH_SECRET_KEY` was set (`plain:…`: a staging store that started
+ * without a key) are sealed under it when a process with the key starts.
+ *
+ * Why: the box opens `plain:` values after a key is set, so that setting one later breaks no
+ * endpoint; but those values stayed readable in the database until each was rotated, and an
+ * operator who set the key to protect the secrets at rest (a security review asks exactly that)
+ * had nothing to tell them which ones were still bare. Now the first process with the key seals
+ * every one of them, and says how many.
+ *
+ * Each row is rewritten only if it still holds the value read (processes starting together seal
+ * it once; a rotation meanwhile wins). The old bytes may stay in the store's free space and
+ * write-ahead log until reused: rotate the secrets whose database files may have been copied
+ * (docs/operations.md "Secrets").
+ */
+import type { Db } from '../../storage/database.js';
+import type { SecretBox } from '../../lib/secret-box.js';
+
+const UNSEALED = 'plain:%';
+/** Rows rewritten per transaction: short transactions, however many endpoints a store has. */
+const BATCH = 500;
+
+export interface SealedCounts {
+  webhookSecrets: number;
+  partnerSecrets: number;
+}
+
+/** Seals every `plain:` secret with `box` (which must encrypt); answers how many rows it sealed. */
+export async function sealPlainSecrets(db: Db, box: SecretBox): Promise<SealedCounts> {
+  if (!box.encrypts) throw new Error('sealPlainSecrets needs a box with a key');
+  return { webhookSecrets: await sealWebhookSecrets(db, box), partnerSecrets: await sealPartnerSecrets(db, box) };
+}
+
+async function sealWebhookSecrets(db: Db, box: SecretBox): Promise<number> {
+  let sealed = 0;
+  let after = '';
+  for (;;) {
+    const rows = await db
+      .selectFrom('webhook_secrets')
+      .select(['id', 'sealed_secret'])
+      .where('sealed_secret', 'like', UNSEALED)
+      .where('id', '>', after)
+      .orderBy('id')
+      .limit(BATCH)
+      .execute();
+    if (rows.length === 0) return sealed;
+    await db.transaction().execute(async (tx) => {
+      for (const row of rows) {
+        const result = await tx
+          .updateTable('webhook_secrets')
+          .set({ sealed_secret: box.seal(box.open(row.sealed_secret!)) })
+          .where('id', '=', row.id)
+          .where('sealed_secret', '=', row.sealed_secret)
+          .executeTakeFirst();
+        sealed += Number(result.numUpdatedRows);
+      }
+    });
+    after = rows[rows.length - 1].id;
+  }
+}
+
+async function sealPartnerSecrets(db: Db, box: SecretBox): Promise<number> {
+  let sealed = 0;
+  let after = { workspace: '', name: '' };
+  for (;;) {
+    const rows = await db
+      .selectFrom('workspace_secrets')
+      .select(['workspace_id', 'name', 'sealed_value'])
+      .where('sealed_value', 'like', UNSEALED)
+      .where((eb) =>
+        eb.or([eb('workspace_id', '>', after.workspace), eb.and([eb('workspace_id', '=', after.workspace), eb('name', '>', after.name)])]),
+      )
+      .orderBy('workspace_id')
+      .orderBy('name')
+      .limit(BATCH)
+      .execute();
+    if (rows.length === 0) return sealed;
+    await db.transaction().execute(async (tx) => {
+      for (const row of rows) {
+        const result = await tx
+          .updateTable('workspace_secrets')
+          .set({ sealed_value: box.seal(box.open(row.sealed_value)) })
+          .where('workspace_id', '=', row.workspace_id)
+          .where('name', '=', row.name)
+          .where('sealed_value', '=', row.sealed_value)
+          .executeTakeFirst();
+        sealed += Number(result.numUpdatedRows);
+      }
+    });
+    const last = rows[rows.length - 1];
+    after = { workspace: last.workspace_id, name: last.name };
+  }
+}
