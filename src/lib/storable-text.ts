@@ -1,21 +1,37 @@
 /**
- * Text both stores keep as sent. PostgreSQL's `text` cannot hold the character U+0000, and its
- * JSON reader refuses an unpaired UTF-16 surrogate (`\ud800` alone); SQLite keeps both. A value
- * holding either used to pass validation, then fail on PostgreSQL as a 500 (an API call) or as a
- * delivery that failed for good after its 202; so requests and delivered resources that hold one
- * are refused up front, on both stores alike, naming where.
+ * Values both stores keep as sent.
+ *
+ * Text: PostgreSQL's `text` cannot hold the character U+0000, and its JSON reader refuses an
+ * unpaired UTF-16 surrogate (`\ud800` alone); SQLite keeps both. A value holding either used to
+ * pass validation, then fail on PostgreSQL as a 500 (an API call) or as a delivery that failed
+ * for good after its 202; so requests and delivered resources that hold one are refused up
+ * front, on both stores alike, naming where.
+ *
+ * Numbers: JSON has no bound on a number, a double has (about ±1.8e308). `JSON.parse` reads
+ * `1e400` as Infinity, which no JSON text can hold: `JSON.stringify` writes it as `null`, and
+ * canonical JSON throws. A fire with `{"n": 1e400}` was a 500 with an Idempotency-Key and,
+ * without one, a run whose payload said `null`; a delivered Observation with such a value was
+ * applied with the value gone, and a "value above 8" check saw none (an integration review). So
+ * such a number is refused like unstorable text, naming where.
  *
  * Valid JSON text cannot hold U+0000 or a lone surrogate raw (control characters must be escaped,
  * and a body is read as UTF-8, which has no surrogates): only the escapes `\u0000` and
- * `\ud800`–`\udfff` make them. `mayHoldUnstorableText` looks for those in the text, so a parsed
- * value is walked only when its text had one: most never are.
+ * `\ud800`–`\udfff` make them. A number beyond a double needs an exponent of three digits or a
+ * long run of digits. `mayHoldUnstorableText` looks for those in the text, so a parsed value is
+ * walked only when its text had one: most never are.
  */
 
-/** An escape for U+0000 or a surrogate (paired ones too, such as an escaped emoji): worth a walk. */
-const SUSPECT_ESCAPE = /\\u(?:0000|[dD][89a-fA-F])/;
+/**
+ * Worth a walk: an escape for U+0000 or a surrogate (paired ones too, such as an escaped emoji);
+ * a number (after `:`, `,` or `[`) with an exponent of three digits or more, or with a hundred
+ * digits in a row (1e308 is a double, 10e308 is not; 300 digits with an exponent of 10 are not
+ * either). The number must end where numbers end: ids such as `urn:uuid:1e234567-…` are not one,
+ * and matched every Synthea bundle. Text that looks like a number costs only the walk.
+ */
+const SUSPECT = /\\u(?:0000|[dD][89a-fA-F])|[:,[]\s*-?\d+(?:\.\d+)?[eE]\+?\d{3,}\s*[,}\]]|[:,[]\s*-?\d{100}/;
 
 export function mayHoldUnstorableText(jsonText: string): boolean {
-  return SUSPECT_ESCAPE.test(jsonText);
+  return SUSPECT.test(jsonText);
 }
 
 /** U+0000, a high surrogate not followed by a low one, or a low one not after a high one. */
@@ -43,27 +59,29 @@ const UNSTORABLE_ALL = new RegExp(UNSTORABLE.source, 'g');
  * U+0000 …`), when a string or object key in it is unstorable; null when none is.
  */
 export function unstorableTextProblem(value: unknown, path: string): string | null {
-  const found = unstorableTextPath(value, path);
-  return found === null ? null : `${found} ${UNSTORABLE_TEXT}`;
+  const found = unstorablePath(value, path);
+  if (found === null) return null;
+  return `${found.path} ${found.number ? UNSTORABLE_NUMBER : UNSTORABLE_TEXT}`;
 }
 
 /**
- * The path of the first string (or object key) in `value` that is unstorable, such as
- * `body.name` or `body.payload.items[2]`; null when there is none.
+ * The path of the first string (or object key) in `value` that is unstorable, or of the first
+ * number beyond a double, such as `body.name` or `body.payload.items[2]`; null when there is none.
  */
-function unstorableTextPath(value: unknown, path: string): string | null {
-  if (typeof value === 'string') return isUnstorable(value) ? path : null;
+function unstorablePath(value: unknown, path: string): { path: string; number: boolean } | null {
+  if (typeof value === 'string') return isUnstorable(value) ? { path, number: false } : null;
+  if (typeof value === 'number') return Number.isFinite(value) ? null : { path, number: true };
   if (Array.isArray(value)) {
     for (let i = 0; i < value.length; i++) {
-      const found = unstorableTextPath(value[i], `${path}[${i}]`);
+      const found = unstorablePath(value[i], `${path}[${i}]`);
       if (found !== null) return found;
     }
     return null;
   }
   if (value !== null && typeof value === 'object') {
     for (const [key, item] of Object.entries(value)) {
-      if (isUnstorable(key)) return `${path} (a field name)`;
-      const found = unstorableTextPath(item, `${path}.${key}`);
+      if (isUnstorable(key)) return { path: `${path} (a field name)`, number: false };
+      const found = unstorablePath(item, `${path}.${key}`);
       if (found !== null) return found;
     }
   }
@@ -71,3 +89,4 @@ function unstorableTextPath(value: unknown, path: string): string | null {
 }
 
 const UNSTORABLE_TEXT = 'holds the character U+0000 or an unpaired UTF-16 surrogate (\\ud800-\\udfff), which is not text that can be stored';
+const UNSTORABLE_NUMBER = 'is a number beyond what a double holds (±1.8e308), which would be stored as null: send a smaller number, or the value as a string';

@@ -432,6 +432,34 @@ describeEachStore('bad input on every management route', (env) => {
     expect((await ws.call('GET', `/v1/queries/${f.queryId}`)).json().name).toBe('Cohort \u{1F600}');
   });
 
+  it('refuses numbers beyond a double (1e400) anywhere in a body, naming where; a keyed fire is no 500, an unkeyed one no null', async () => {
+    const ws = await env.workspace();
+    const f = await fixture(ws);
+    const before = await stateOf(ws, f);
+    const json = { 'content-type': 'application/json' };
+    for (const [payload, where] of [
+      ['{"payload": {"n": 1e400}}', 'body.payload.n'],
+      ['{"payload": {"resource": {"valueQuantity": {"value": -1E+400}}}}', 'body.payload.resource.valueQuantity.value'],
+      [`{"payload": {"values": [1, ${'9'.repeat(320)}]}}`, 'body.payload.values[1]'],
+    ]) {
+      for (const headers of [json, { ...json, 'idempotency-key': `big-${where}` }]) {
+        const res = await ws.call('POST', `/v1/triggers/${f.triggerId}`, { payload, headers });
+        expectError(res, 400, 'invalid_request', `${where} is a number beyond what a double holds (±1.8e308)`);
+      }
+    }
+    for (const route of BODY_ROUTES) {
+      const valid = JSON.stringify(route.valid(f)).slice(1, -1);
+      const res = await ws.call(route.method, route.path(f), { payload: `{${valid}, "extra": 2e999}`, headers: json });
+      expectError(res, 400, 'invalid_request', 'body.extra is a number beyond what a double holds');
+    }
+    expect(await stateOf(ws, f)).toEqual(before);
+    // The largest double, a tiny one and an exponent written with three digits are numbers like any other.
+    const fired = await ws.call('POST', `/v1/triggers/${f.triggerId}`, { payload: '{"payload": {"max": 1.7976931348623157e308, "tiny": 1e-400, "e": 1e100}}', headers: { ...json, 'idempotency-key': 'big-ok' } });
+    expect(fired.statusCode, fired.body).toBe(201);
+    const stored = await env.db.selectFrom('runs').select('payload').where('id', '=', fired.json().runId).executeTakeFirstOrThrow();
+    expect(JSON.parse(stored.payload!)).toEqual({ max: 1.7976931348623157e308, tiny: 0, e: 1e100 });
+  });
+
   it('answers malformed URLs, leap seconds, doubled Idempotency-Keys and cursors with junk in the catalogue\'s words', async () => {
     const ws = await env.workspace();
     const f = await fixture(ws);

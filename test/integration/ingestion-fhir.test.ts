@@ -191,6 +191,28 @@ describeEachStore('FHIR R4 ingestion of real data', (env) => {
     expect((await search(ws, 'Patient')).results.map((hit) => hit.extId).sort()).toEqual(['plain-ok', 'text-ok']);
   });
 
+  it('refuses numbers beyond a double (1e400): a body of one item 400, a Bundle entry skipped, never applied as null', async () => {
+    const ws = await env.workspace();
+    const feed = await createEndpoint(ws);
+    const observation = (id: string, value: string) =>
+      `{"resourceType": "Observation", "id": "${id}", "status": "final", "code": {"text": "HbA1c"}, "subject": {"reference": "Patient/big-1"}, "valueQuantity": {"value": ${value}, "unit": "%"}}`;
+    const refused = await deliver(env, feed, undefined, { raw: observation('obs-big', '1e400') });
+    expect(refused.statusCode, refused.body).toBe(400);
+    expect(refused.json().error).toContain('resource.valueQuantity.value is a number beyond what a double holds (±1.8e308)');
+    expect(await env.db.selectFrom('deliveries').select('id').where('webhook_id', '=', feed.webhookId).execute()).toEqual([]);
+
+    const entries = [observation('obs-ok', '9.5'), observation('obs-huge', '9e999')].map((resource) => `{"resource": ${resource}}`);
+    const answer = await deliverAndProcess(env, feed, undefined, { raw: `{"resourceType": "Bundle", "type": "collection", "entry": [${entries.join(',')}]}` });
+    expect(answer.accepted).toBe(1);
+    expect(await lastDelivery(ws, feed)).toMatchObject({
+      status: 'processed',
+      skippedCount: 1,
+      skipped: [{ index: 1, message: expect.stringContaining('resource.valueQuantity.value is a number beyond what a double holds') }],
+    });
+    const states = await env.db.selectFrom('resource_states').select('resource_id').where('workspace_id', '=', ws.workspaceId).where('resource_type', '=', 'Observation').execute();
+    expect(states.map((row) => row.resource_id)).toEqual(['obs-ok']);
+  });
+
   it('survives deep nesting: a resource nested deeper than 100 levels is skipped; bundles nest two deep at most', async () => {
     const ws = await env.workspace();
     const feed = await createEndpoint(ws);
