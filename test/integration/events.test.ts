@@ -207,6 +207,9 @@ describeEachStore('event triggers', (env) => {
       [{ type: 'event', event: 'Patient.created', when: 'payload.resource.exist()' }, /^body\.when fails even on an empty run context: /],
       [{ type: 'event', event: 'Patient.created', when: '' }, /when/],
       [{ type: 'event', event: 'Patient.created', when: "'a' | 'b'" }, /^body\.when can never hold: it gave 2 items where a single Boolean was expected$/],
+      // One item that is not a Boolean counts as true: such a condition held for every event (an integration review).
+      [{ type: 'event', event: 'Patient.created', when: "'abc'" }, /^body\.when always holds: it gives a string, not true or false, even with no data/],
+      [{ type: 'event', event: 'Patient.created', when: '5' }, /^body\.when always holds: it gives a number/],
       // 990 parentheses within one another overflowed the checks' stack: a 500 (a verification round).
       [{ type: 'event', event: 'Patient.created', when: `${'('.repeat(990)}1${')'.repeat(990)} = 1` }, /^body\.when (does not compile|nests too deeply)/],
       [{ type: 'event', event: 'Patient.created', when: "payload.resource.gender.matches('^(fe)?male(?!x)')" }, /^body\.when matches\(\): regular expression .* is not supported: invalid or unsupported Perl syntax/],

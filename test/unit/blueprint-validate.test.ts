@@ -310,6 +310,19 @@ describe('validateBlueprint: links', () => {
     expectProblem(input, 'link 2 (risk → flag): when can never hold: it gave 2 items where a single Boolean was expected');
   });
 
+  it('refuses a when that gives one item that is not a Boolean even on an empty run context: it would always hold', () => {
+    const input = postDischarge();
+    for (const when of ["'high'", '8', 'today()']) {
+      input.links[1].when = when;
+      expectProblem(input, /^link 2 \(risk → flag\): when always holds: it gives a (string|number), not true or false, even with no data/);
+    }
+    // A path empty on an empty context, a comparison and a test stay what they are.
+    for (const when of ['payload.risk', "payload.risk = 'high'", 'payload.risk.exists()', 'true']) {
+      input.links[1].when = when;
+      expect(() => validateBlueprint(input)).not.toThrow();
+    }
+  });
+
   it('needs when to be text', () => {
     const input = postDischarge();
     input.links[1].when = true;

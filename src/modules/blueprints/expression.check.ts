@@ -93,8 +93,22 @@ function problemOf(text: string, condition: boolean): string | undefined {
     }
     throw error;
   }
-  const notBoolean = condition ? notOneBoolean(result) : null;
-  return notBoolean === null ? undefined : `can never hold: it ${notBoolean}`;
+  if (!condition) return undefined;
+  const notBoolean = notOneBoolean(result);
+  if (notBoolean !== null) return `can never hold: it ${notBoolean}`;
+  return alwaysHolds(result);
+}
+
+/**
+ * A condition that gives one item that is not a Boolean even on an empty run context (`'abc'`,
+ * `5`, `today()`): FHIRPath counts such an item as true, so it holds for every event and every
+ * run, whatever the data (an integration review: a trigger with `when: "'abc'"` was saved and
+ * started a run for every Encounter). Only a comparison or a test was meant.
+ */
+function alwaysHolds(result: readonly unknown[]): string | undefined {
+  if (result.length !== 1 || typeof result[0] === 'boolean') return undefined;
+  const kind = typeof result[0] === 'string' ? 'a string' : typeof result[0] === 'number' ? 'a number' : 'a value';
+  return `always holds: it gives ${kind}, not true or false, even with no data, and one item that is not a Boolean counts as true; compare it (\`… > 8\`) or test it (\`….exists()\`)`;
 }
 
 function hyphenHint(text: string): string | undefined {
