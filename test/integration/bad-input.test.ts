@@ -300,7 +300,7 @@ describeEachStore('bad input on every management route', (env) => {
       const latin1 = Buffer.concat([Buffer.from(valid.slice(0, -1)), Buffer.from(', "x": "Jos'), Buffer.from([0xe9]), Buffer.from('"}')]);
       expectError(await ws.call(route.method, url, { payload: latin1, headers: { 'content-type': 'application/json' } }), 400, 'invalid_request', 'not valid UTF-8');
       // One byte over the limit: 413 (the padding is whitespace, so only the size is wrong).
-      expectError(await raw(valid + ' '.repeat(ONE_MIB + 1 - Buffer.byteLength(valid)), 'application/json'), 413, 'payload_too_large');
+      expectError(await raw(valid + ' '.repeat(ONE_MIB + 1 - Buffer.byteLength(valid)), 'application/json'), 413, 'payload_too_large', 'request body is too large: at most 1 MiB (1048576 bytes) here');
       if (!route.emptyBodyIsValid) {
         expectError(await raw('', 'application/json'), 400, 'invalid_request', 'body');
         expectError(await raw('null', 'application/json'), 400, 'invalid_request', 'body');
@@ -422,7 +422,8 @@ describeEachStore('bad input on every management route', (env) => {
     expectError(await ws.call('POST', `/v1/triggers/${f.triggerId}`, { body: { payload: { notes: ['ok', 'nul \u0000'] } } }), 400, 'invalid_request', 'body.payload.notes[1] holds');
     expectError(await ws.call('POST', `/v1/triggers/${f.triggerId}`, { body: { payload: { ['k\u0000']: 1 } } }), 400, 'invalid_request', 'body.payload (a field name) holds');
     for (const url of ['/v1/queries?q=%00', '/v1/diagrams?q=a%00', '/v1/runs?idempotencyKey=%00', '/v1/audit-events?action=%00']) {
-      expectError(await ws.call('GET', url), 400, 'invalid_request', 'holds the character U+0000');
+      // Named as the schema's own messages name query parameters (`querystring.limit …`).
+      expectError(await ws.call('GET', url), 400, 'invalid_request', `querystring.${url.split('?')[1].split('=')[0]} holds the character U+0000`);
     }
     expect(await stateOf(ws, f)).toEqual(before);
     // A surrogate pair (an emoji, escaped as many JSON writers do) is ordinary text.
@@ -430,6 +431,16 @@ describeEachStore('bad input on every management route', (env) => {
     expect(named.statusCode, named.body).toBe(200);
     expect(named.json().name).toBe('Cohort \u{1F600}');
     expect((await ws.call('GET', `/v1/queries/${f.queryId}`)).json().name).toBe('Cohort \u{1F600}');
+  });
+
+  it('says what an Idempotency-Key may hold in a body as in the header', async () => {
+    const ws = await env.workspace();
+    const f = await fixture(ws);
+    const before = await stateOf(ws, f);
+    const rule = 'must be 1–255 printable ASCII characters';
+    expectError(await ws.call('POST', `/v1/triggers/${f.triggerId}`, { body: { idempotencyKey: 'clé-1' } }), 400, 'invalid_request', `body.idempotencyKey ${rule}`);
+    expectError(await ws.call('POST', `/v1/triggers/${f.triggerId}`, { body: {}, headers: { 'idempotency-key': 'line\tbreak' } }), 400, 'invalid_request', `Idempotency-Key ${rule}`);
+    expect(await stateOf(ws, f)).toEqual(before);
   });
 
   it('refuses numbers beyond a double (1e400) anywhere in a body, naming where; a keyed fire is no 500, an unkeyed one no null', async () => {

@@ -232,6 +232,7 @@ describeEachStore('webhook deliveries', (env) => {
     const tooBig = await deliver(env, endpoint, undefined, { raw: big, signature: 't=1,v1=00' });
     expect(tooBig.statusCode).toBe(413);
     expect(tooBig.json().code).toBe('payload_too_large');
+    expect(tooBig.json().error).toBe('request body is too large: at most 20 MiB (20971520 bytes) here');
 
     for (const raw of ['{"resourceType": "Patient",', '', '[1, 2]', '"text"', '{"hello": "world"}', '{"resourceType": "Bundle", "entry": {}}']) {
       const res = await deliver(env, endpoint, undefined, { raw });

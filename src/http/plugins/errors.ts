@@ -1,7 +1,7 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError, ERROR_STATUS, type ErrorCode } from '../../lib/errors.js';
 import { TagSlug } from '../schemas/common.js';
-import { EventName } from '../../modules/triggers/trigger.schemas.js';
+import { EventName, IdempotencyKeyText } from '../../modules/triggers/trigger.schemas.js';
 import { isStoreFullError, isTransientStoreError, loggableError } from '../../lib/store-errors.js';
 import { ANSWER_HEADERS } from '../answer-headers.js';
 
@@ -19,6 +19,7 @@ const STORE_WARNING_EVERY_MS = 1_000;
 const PATTERN_MEANINGS = new Map<string, string>([
   [TagSlug.pattern!, 'must be a tag: 1–64 lowercase letters, digits, ".", "_", ":" or "-", starting with a letter or digit (such as high-risk)'],
   [EventName.pattern!, 'must be an event name, <ResourceType>.<event>, such as Encounter.finished (GET /v1/events/catalog lists them)'],
+  [IdempotencyKeyText.pattern!, 'must be 1–255 printable ASCII characters (letters, digits, punctuation and spaces; no accents, line breaks or emoji), as in the Idempotency-Key header'],
 ]);
 
 /** Turns the first schema failure into a sentence that names the field: `body.limit must be <= 100`. */
@@ -47,7 +48,13 @@ export function describeValidation(part: string, issues: ValidationIssue[]): str
 
 export const NOT_JSON = 'request body must be JSON: application/json (a webhook delivery also application/fhir+json)';
 
-function mapFrameworkError(error: FastifyError): ApiError | null {
+/** A body limit in words: `1 MiB (1048576 bytes)`. */
+function sizeInWords(bytes: number): string {
+  const mib = bytes / (1024 * 1024);
+  return Number.isInteger(mib) ? `${mib} MiB (${bytes} bytes)` : `${bytes} bytes`;
+}
+
+function mapFrameworkError(error: FastifyError, bodyLimit?: number): ApiError | null {
   if (error.validation) {
     const part = error.validationContext ?? 'request';
     // Ids in paths that are not UUIDs name nothing in this workspace: 404, like unknown ids.
@@ -56,7 +63,7 @@ function mapFrameworkError(error: FastifyError): ApiError | null {
   }
   switch (error.code) {
     case 'FST_ERR_CTP_BODY_TOO_LARGE':
-      return new ApiError('payload_too_large', 'request body is too large');
+      return new ApiError('payload_too_large', bodyLimit ? `request body is too large: at most ${sizeInWords(bodyLimit)} here` : 'request body is too large');
     case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
       return new ApiError('unsupported_media_type', NOT_JSON);
     case 'FST_ERR_CTP_EMPTY_JSON_BODY':
@@ -126,7 +133,7 @@ export function registerErrorHandling(app: FastifyInstance): void {
     done();
   });
   app.setErrorHandler((error: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
-    const known = error instanceof ApiError ? error : mapFrameworkError(error);
+    const known = error instanceof ApiError ? error : mapFrameworkError(error, request.routeOptions.bodyLimit);
     if (known) return sendError(reply, known);
     if (isTransientStoreError(error)) {
       const now = Date.now();

@@ -69,7 +69,7 @@ export function acceptJsonOnly(app: FastifyInstance): void {
 
   // Query strings and path parameters arrive percent-encoded: `%00` is U+0000 once decoded.
   app.addHook('preValidation', async (request) => {
-    const unstorable = unstorableTextProblem(request.query, 'query') ?? unstorableTextProblem(request.params, 'params');
+    const unstorable = unstorableTextProblem(request.query, 'querystring') ?? unstorableTextProblem(request.params, 'params');
     if (unstorable !== null) throw new ApiError('invalid_request', unstorable);
   });
 }

@@ -115,10 +115,13 @@ export const ListTriggersQuery = Type.Object(
 );
 export type ListTriggersQuery = Static<typeof ListTriggersQuery>;
 
+/** An Idempotency-Key given in a body: the header's rule (1–255 printable ASCII characters). */
+export const IdempotencyKeyText = Type.String({ minLength: 1, maxLength: 255, pattern: '^[\\x20-\\x7e]+$' });
+
 export const FireBody = named('FireTrigger', Type.Object(
   {
     payload: Type.Optional(Type.Unknown({ description: 'context for the run (any JSON)' })),
-    idempotencyKey: Type.Optional(Type.String({ minLength: 1, maxLength: 255, pattern: '^[\\x20-\\x7e]+$' })),
+    idempotencyKey: Type.Optional(IdempotencyKeyText),
     autoStart: Type.Optional(Type.Boolean()),
   },
   { additionalProperties: false },
