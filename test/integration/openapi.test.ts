@@ -70,6 +70,19 @@ describeEachStore('GET /v1/openapi.json and /docs', (env) => {
     for (const hidden of ['/healthz', '/readyz', '/metrics', '/v1/openapi.json']) expect(Object.keys(doc.paths)).not.toContain(hidden);
   });
 
+  it('says how each operation authenticates: an API key, or for a delivery the endpoint secret', async () => {
+    const doc = (await env.app.inject({ method: 'GET', url: '/v1/openapi.json' })).json() as Document & {
+      security: unknown[];
+      components: { securitySchemes: Record<string, { type: string; in?: string; name?: string; scheme?: string }> };
+      paths: Record<string, Record<string, Operation & { security?: unknown[] }>>;
+    };
+    expect(doc.security).toEqual([{ apiKey: [] }]);
+    expect(doc.components.securitySchemes.webhookSignature).toMatchObject({ type: 'apiKey', in: 'header', name: 'X-Service-Signature' });
+    expect(doc.components.securitySchemes.webhookBearer).toMatchObject({ type: 'http', scheme: 'bearer' });
+    expect(doc.paths['/v1/webhooks/{webhookId}'].post.security).toEqual([{ webhookSignature: [] }, { webhookBearer: [] }]);
+    expect(doc.paths['/v1/webhooks/{webhookId}'].get.security).toBeUndefined();
+  });
+
   it('names every operation with an operationId of its own, for generated clients', async () => {
     const doc = (await env.app.inject({ method: 'GET', url: '/v1/openapi.json' })).json() as { paths: Record<string, Record<string, Operation>> };
     const ids = Object.values(doc.paths).flatMap((methods) => Object.values(methods).map((operation) => operation.operationId));

@@ -22,7 +22,17 @@ export async function registerOpenApi(app: FastifyInstance, publicUrl: string): 
       },
       servers: [{ url: publicUrl }],
       components: {
-        securitySchemes: { apiKey: { type: 'http', scheme: 'bearer', description: 'cpk_… API key' } },
+        securitySchemes: {
+          apiKey: { type: 'http', scheme: 'bearer', description: 'cpk_… API key' },
+          // A webhook delivery proves the endpoint secret instead (routes/deliveries.ts).
+          webhookSignature: {
+            type: 'apiKey',
+            in: 'header',
+            name: 'X-Service-Signature',
+            description: '`t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<raw body>">`, keyed with the endpoint secret (the whole whsec_… string)',
+          },
+          webhookBearer: { type: 'http', scheme: 'bearer', description: 'the endpoint secret itself, for endpoints created with auth: "bearer"' },
+        },
       },
       security: [{ apiKey: [] }],
     },

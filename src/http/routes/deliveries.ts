@@ -86,7 +86,7 @@ export async function registerDeliveryRoutes(app: Api, container: Container): Pr
             'API key. `t` must be within 300 s of the service clock. Send `Idempotency-Key`: a replay with the same ' +
             'key and body answers the first 202 again and processes nothing twice. Processing is asynchronous: see ' +
             '`GET /v1/webhooks/{webhookId}/deliveries`.',
-          security: [],
+          security: [{ webhookSignature: [] }, { webhookBearer: [] }],
           params: IdParams('webhookId'),
           response: { 202: Accepted, 400: ErrorBody, 401: ErrorBody, 403: ErrorBody, 404: ErrorBody, 409: ErrorBody, 413: ErrorBody, 415: ErrorBody, 429: ErrorBody, 503: ErrorBody },
         },
