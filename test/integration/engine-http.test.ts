@@ -71,6 +71,40 @@ describeEachStore('engine: http automation', (env) => {
     expect(step).toMatchObject({ type: 'http', outcome: 'ok', output: { status: 201, body: { accepted: true, id: 7 } } });
   });
 
+  it('frames every body with its length, a DELETE\'s too, and sends none with a GET', async () => {
+    const ws = await env.workspace();
+    ledger.on('/framed', { status: 200, body: { ok: true } });
+    const { triggerId } = await webTriggerFor(ws, {
+      name: 'Framed',
+      nodes: [
+        { id: 'start', kind: 'start' },
+        httpStep('call', { method: '{{payload.method}}', url: ledger.url('/framed'), body: { note: 'é {{payload.method}}' } }),
+        { id: 'done', kind: 'end' },
+      ],
+      links: [
+        { from: 'start', to: 'call' },
+        { from: 'call', to: 'done' },
+      ],
+    });
+    for (const method of ['DELETE', 'POST', 'PUT', 'PATCH', 'GET']) {
+      const runId = await fire(ws, triggerId, { method });
+      const before = ledger.requests.length;
+      await testWorker(env).drain();
+      // A DELETE's body went out unframed: the partner saw none, then a broken request, and answered 400.
+      expect((await getRun(ws, runId)).automationStatus, method).toBe('completed');
+      const sent = ledger.requests.slice(before);
+      expect(sent.map((request) => request.method)).toEqual([method]);
+      if (method === 'GET') {
+        expect(sent[0].body).toBe('');
+        expect(sent[0].headers['content-length']).toBeUndefined();
+        continue;
+      }
+      expect(JSON.parse(sent[0].body)).toEqual({ note: `é ${method}` });
+      expect(sent[0].headers['content-length']).toBe(String(Buffer.byteLength(sent[0].body)));
+      expect(sent[0].headers['transfer-encoding']).toBeUndefined();
+    }
+  });
+
   it('percent-encodes what placeholders put in the path or query: run data cannot choose another endpoint', async () => {
     const ws = await env.workspace();
     const { triggerId } = await webTriggerFor(
