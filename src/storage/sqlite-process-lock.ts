@@ -15,7 +15,7 @@ import { realpathSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import { sqliteFileOf } from './connect.js';
-import { StoreUnavailableError } from './store-unavailable.js';
+import { StoreUnavailableError, storeUnavailable } from './store-unavailable.js';
 
 export interface ProcessLock {
   release(): void;
@@ -23,9 +23,16 @@ export interface ProcessLock {
 
 /** The lock for a SQLite file store; null for PostgreSQL and in-memory stores. */
 export function holdSqliteProcessLock(databaseUrl: string): ProcessLock | null {
-  const file = sqliteFileOf(databaseUrl);
-  if (file === null) return null;
-  const lock = new BetterSqlite3(`${canonicalPath(file)}.process-lock`, { timeout: 0 });
+  let file: string | null;
+  let lock: BetterSqlite3.Database;
+  try {
+    // Makes the file's folder: a path through a file, or a folder nobody may write, fails here first.
+    file = sqliteFileOf(databaseUrl);
+    if (file === null) return null;
+    lock = new BetterSqlite3(`${canonicalPath(file)}.process-lock`, { timeout: 0 });
+  } catch (error) {
+    throw storeUnavailable(databaseUrl, error) ?? error;
+  }
   try {
     lock.pragma('journal_mode = MEMORY');
     lock.pragma('locking_mode = EXCLUSIVE');

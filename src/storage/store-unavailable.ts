@@ -45,6 +45,9 @@ const WHAT_WENT_WRONG: Record<string, string> = {
   EACCES: 'this user may not write the SQLite file or its folder (where the WAL goes); check their owner and permissions',
   EPERM: 'the SQLite file or its folder may not be written, even by root: is it immutable (lsattr; chattr -i)?',
   EROFS: 'the SQLite file is on a read-only file system; mount it writable or choose another path',
+  // From making the SQLite file's folder.
+  EEXIST: 'a part of the path to the SQLite file is a file, not a folder; choose another path',
+  ENOTDIR: 'a part of the path to the SQLite file is a file, not a folder; choose another path',
   SQLITE_CORRUPT: 'the database file is damaged; restore it from a backup (docs/operations.md)',
 };
 

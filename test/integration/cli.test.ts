@@ -19,7 +19,7 @@ import { activeSecretsOf } from '../../src/modules/webhooks/webhook-secrets.js';
 import { findWorkspace } from '../../src/modules/tenancy/tenancy.repository.js';
 import { findTrigger } from '../../src/modules/triggers/trigger.repository.js';
 import { CommandError, UsageError } from '../../src/cli/errors.js';
-import { parseAdminArgv } from '../../src/cli/admin/dispatch.js';
+import { parseAdminArgv, runAdmin } from '../../src/cli/admin/dispatch.js';
 import type { Output } from '../../src/cli/admin/command.js';
 import { workspaceCreate } from '../../src/cli/admin/workspace.js';
 import { keyCreate, keyList, keyRevoke } from '../../src/cli/admin/key.js';
@@ -455,6 +455,22 @@ describe('admin argv', () => {
     expect(rotate).toMatchObject({ kind: 'run', args: { webhookId: 'w1', overlapMs: 24 * 3_600_000 }, json: false });
   });
 
+  it('takes --json where the output is one JSON value, blueprint export included', () => {
+    expect(parseAdminArgv(['blueprint', 'export', 'b1', '--workspace', 'w', '--json'])).toMatchObject({ kind: 'run', json: true });
+    expect(parseAdminArgv(['audit', 'export', '--workspace', 'w'])).toMatchObject({ kind: 'run', json: false });
+  });
+
+  it('refuses an in-memory store: what a command made there would be gone when it ends', async () => {
+    const written: string[] = [];
+    const out: Output = { write: async (text: string) => void written.push(text) };
+    const config = () => loadConfig({ CAREPATH_DATABASE_URL: 'sqlite::memory:' });
+    for (const argv of [['workspace', 'create', '--tenant', 'T', '--name', 'W', '--json'], ['workspace', 'list', '--json']]) {
+      await expect(runAdmin(argv, config, out)).rejects.toThrow(CommandError);
+      await expect(runAdmin(argv, config, out)).rejects.toThrow(/sqlite::memory:, a store that lasts only as long as this command/);
+    }
+    expect(written).toEqual([]);
+  });
+
   it('answers help without a store', () => {
     expect(parseAdminArgv(['--help'])).toMatchObject({ kind: 'help' });
     expect(parseAdminArgv(['key', 'create', '--help'])).toMatchObject({ kind: 'help', text: expect.stringContaining('--scopes') });
@@ -473,6 +489,8 @@ describe('admin argv', () => {
     [['webhook', 'rotate-secret', 'w', '--overlap', 'P-1M30DT1H'], /--overlap must be an ISO 8601 duration/],
     [['webhook', 'rotate-secret', 'w', '--overlap', 'P1000Y'], /--overlap may be at most P30D/],
     [['webhook', 'rotate-secret', 'w', '--overlap', 'P31D'], /--overlap may be at most P30D/],
+    // --json promises one JSON value; an export of many events prints NDJSON, and says so.
+    [['audit', 'export', '--workspace', 'w', '--json'], /carepath admin audit export takes no --json: it prints NDJSON already, one event per line/],
   ])('refuses %j as wrong usage', (argv, message) => {
     expect(() => parseAdminArgv(argv)).toThrow(UsageError);
     expect(() => parseAdminArgv(argv)).toThrow(message);

@@ -1,9 +1,10 @@
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { openMigratedStore } from '../../src/storage/migrate.js';
+import { holdSqliteProcessLock } from '../../src/storage/sqlite-process-lock.js';
 import { storeUnavailable, withoutPassword, StoreUnavailableError } from '../../src/storage/store-unavailable.js';
 import { isConflictError, isStoreFullError, isTransientStoreError, loggableError } from '../../src/lib/store-errors.js';
 
@@ -50,6 +51,21 @@ describe('storeUnavailable', () => {
       );
     } finally {
       if (immutable) execFileSync('chattr', ['-i', file]);
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('says so when the path to a SQLite file runs through a file, for the service\'s lock and for the store alike', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'carepath-path-'));
+    try {
+      writeFileSync(join(dir, 'plain-file'), 'not a folder');
+      for (const url of [`sqlite:${join(dir, 'plain-file', 'x.db')}`, `sqlite:${join(dir, 'plain-file', 'a', 'x.db')}`]) {
+        const sentence = /^cannot open the store in CAREPATH_DATABASE_URL \(sqlite:.*\): a part of the path to the SQLite file is a file, not a folder; choose another path \[(EEXIST|ENOTDIR)/;
+        await expect(openMigratedStore(url)).rejects.toThrow(sentence);
+        expect(() => holdSqliteProcessLock(url)).toThrow(StoreUnavailableError);
+        expect(() => holdSqliteProcessLock(url)).toThrow(sentence);
+      }
+    } finally {
       rmSync(dir, { recursive: true, force: true });
     }
   });

@@ -52,8 +52,9 @@ const exportCommand: AdminCommand<AuditExportArgs> = {
       ...(since === undefined ? {} : { since: parseSince(since) }),
     };
   },
+  // One event per line is already the machine form, and many values are not the one --json promises.
+  refusesJson: 'it prints NDJSON already, one event per line (read each line as JSON)',
   async execute(container, args, out) {
-    // NDJSON with or without --json: one event per line is already the machine form.
     for await (const event of auditExport(container, args)) await out.write(`${JSON.stringify(event)}\n`);
   },
 };

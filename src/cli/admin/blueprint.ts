@@ -124,12 +124,12 @@ const importCommand: AdminCommand<BlueprintImportArgs> = {
 const exportCommand: AdminCommand<{ blueprintId: string; workspaceId: string }> = {
   noun: 'blueprint',
   verb: 'export',
-  synopsis: '<blueprintId> --workspace <workspaceId>',
+  synopsis: '<blueprintId> --workspace <workspaceId> [--json]',
   flags: ['workspace'],
   positionals: ['blueprintId'],
   parse: (input) => ({ blueprintId: idArgument(input.positionals[0]), workspaceId: workspaceFlag(input) }),
   async execute(container, args, out) {
-    // Indented either way: the output is a file meant to be edited and imported again.
+    // One JSON object, with --json or without, indented: a file meant to be edited and imported again.
     await out.write(`${JSON.stringify(await blueprintExport(container, args), null, 2)}\n`);
   },
 };

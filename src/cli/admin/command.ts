@@ -31,6 +31,11 @@ export interface AdminCommand<Args = any> {
   positionals: readonly string[];
   parse(input: CommandInput): Args;
   execute(container: Container, args: Args, out: Output, json: boolean): Promise<void>;
+  /**
+   * Why `--json` is refused, for a command whose output is not one JSON value (`--json` promises
+   * exactly one): said as a usage error instead of printing something else under its name.
+   */
+  refusesJson?: string;
 }
 
 export function commandName(command: Pick<AdminCommand, 'noun' | 'verb'>): string {

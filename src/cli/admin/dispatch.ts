@@ -78,6 +78,7 @@ export function parseAdminArgv(argv: readonly string[]): ParsedAdmin {
     throw usageErrorFromParseArgs(error, helpCommand);
   }
   if (parsed.values.help) return { kind: 'help', text: `${commandName(command)} ${command.synopsis}\n` };
+  if (parsed.values.json && command.refusesJson) throw new UsageError(`${commandName(command)} takes no --json: ${command.refusesJson}`, helpCommand);
 
   const missing = command.positionals.slice(parsed.positionals.length);
   if (missing.length > 0) throw new UsageError(`<${missing[0]}> is required`, helpCommand);
@@ -110,6 +111,10 @@ export async function runAdmin(argv: readonly string[], config: () => Config, ou
   // the service's settings, one opened a new, empty store at the default path, found nothing
   // ("no live webhook endpoint has the id …", read as a wrong id at 2 a.m.; "No workspaces.")
   // and left that store behind (a newcomer's walkthrough): refused before anything is made.
+  // An in-memory store lasts as long as this command: ids it printed would name nothing after.
+  if (settings.databaseUrl === 'sqlite::memory:') {
+    throw new CommandError('CAREPATH_DATABASE_URL is sqlite::memory:, a store that lasts only as long as this command: set it as the service has it (a sqlite: file or postgres://…)');
+  }
   const file = sqlitePathOf(settings.databaseUrl);
   if (file !== null && !existsSync(file) && commandName(parsed.command) !== 'carepath admin workspace create') {
     throw new CommandError(
