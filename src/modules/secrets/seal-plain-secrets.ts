@@ -13,7 +13,8 @@
  * write-ahead log until reused: rotate the secrets whose database files may have been copied
  * (docs/operations.md "Secrets").
  */
-import type { Db } from '../../storage/database.js';
+import type { Transaction } from 'kysely';
+import type { Database, Db } from '../../storage/database.js';
 import type { SecretBox } from '../../lib/secret-box.js';
 
 const UNSEALED = 'plain:%';
@@ -31,63 +32,84 @@ export async function sealPlainSecrets(db: Db, box: SecretBox): Promise<SealedCo
   return { webhookSecrets: await sealWebhookSecrets(db, box), partnerSecrets: await sealPartnerSecrets(db, box) };
 }
 
-async function sealWebhookSecrets(db: Db, box: SecretBox): Promise<number> {
+/**
+ * Seals the `plain:` rows `readAfter` pages through (in key order, BATCH at a time), each rewritten
+ * by `rewrite` only if it still holds the value read; answers how many were rewritten.
+ */
+async function sealRows<Row, Key>(
+  db: Db,
+  box: SecretBox,
+  start: Key,
+  readAfter: (after: Key) => Promise<Row[]>,
+  parts: { value(row: Row): string; key(row: Row): Key },
+  rewrite: (tx: Transaction<Database>, row: Row, sealed: string) => Promise<bigint>,
+): Promise<number> {
   let sealed = 0;
-  let after = '';
+  let after = start;
   for (;;) {
-    const rows = await db
-      .selectFrom('webhook_secrets')
-      .select(['id', 'sealed_secret'])
-      .where('sealed_secret', 'like', UNSEALED)
-      .where('id', '>', after)
-      .orderBy('id')
-      .limit(BATCH)
-      .execute();
+    const rows = await readAfter(after);
     if (rows.length === 0) return sealed;
     await db.transaction().execute(async (tx) => {
-      for (const row of rows) {
-        const result = await tx
-          .updateTable('webhook_secrets')
-          .set({ sealed_secret: box.seal(box.open(row.sealed_secret!)) })
-          .where('id', '=', row.id)
-          .where('sealed_secret', '=', row.sealed_secret)
-          .executeTakeFirst();
-        sealed += Number(result.numUpdatedRows);
-      }
+      for (const row of rows) sealed += Number(await rewrite(tx, row, box.seal(box.open(parts.value(row)))));
     });
-    after = rows[rows.length - 1].id;
+    after = parts.key(rows[rows.length - 1]);
   }
 }
 
-async function sealPartnerSecrets(db: Db, box: SecretBox): Promise<number> {
-  let sealed = 0;
-  let after = { workspace: '', name: '' };
-  for (;;) {
-    const rows = await db
-      .selectFrom('workspace_secrets')
-      .select(['workspace_id', 'name', 'sealed_value'])
-      .where('sealed_value', 'like', UNSEALED)
-      .where((eb) =>
-        eb.or([eb('workspace_id', '>', after.workspace), eb.and([eb('workspace_id', '=', after.workspace), eb('name', '>', after.name)])]),
-      )
-      .orderBy('workspace_id')
-      .orderBy('name')
-      .limit(BATCH)
-      .execute();
-    if (rows.length === 0) return sealed;
-    await db.transaction().execute(async (tx) => {
-      for (const row of rows) {
-        const result = await tx
+function sealWebhookSecrets(db: Db, box: SecretBox): Promise<number> {
+  return sealRows(
+    db,
+    box,
+    '',
+    (after) =>
+      db
+        .selectFrom('webhook_secrets')
+        .select(['id', 'sealed_secret'])
+        .where('sealed_secret', 'like', UNSEALED)
+        .where('id', '>', after)
+        .orderBy('id')
+        .limit(BATCH)
+        .execute(),
+    { value: (row) => row.sealed_secret!, key: (row) => row.id },
+    async (tx, row, sealedSecret) =>
+      (
+        await tx
+          .updateTable('webhook_secrets')
+          .set({ sealed_secret: sealedSecret })
+          .where('id', '=', row.id)
+          .where('sealed_secret', '=', row.sealed_secret)
+          .executeTakeFirst()
+      ).numUpdatedRows,
+  );
+}
+
+function sealPartnerSecrets(db: Db, box: SecretBox): Promise<number> {
+  return sealRows(
+    db,
+    box,
+    { workspace: '', name: '' },
+    (after) =>
+      db
+        .selectFrom('workspace_secrets')
+        .select(['workspace_id', 'name', 'sealed_value'])
+        .where('sealed_value', 'like', UNSEALED)
+        .where((eb) =>
+          eb.or([eb('workspace_id', '>', after.workspace), eb.and([eb('workspace_id', '=', after.workspace), eb('name', '>', after.name)])]),
+        )
+        .orderBy('workspace_id')
+        .orderBy('name')
+        .limit(BATCH)
+        .execute(),
+    { value: (row) => row.sealed_value, key: (row) => ({ workspace: row.workspace_id, name: row.name }) },
+    async (tx, row, sealedValue) =>
+      (
+        await tx
           .updateTable('workspace_secrets')
-          .set({ sealed_value: box.seal(box.open(row.sealed_value)) })
+          .set({ sealed_value: sealedValue })
           .where('workspace_id', '=', row.workspace_id)
           .where('name', '=', row.name)
           .where('sealed_value', '=', row.sealed_value)
-          .executeTakeFirst();
-        sealed += Number(result.numUpdatedRows);
-      }
-    });
-    const last = rows[rows.length - 1];
-    after = { workspace: last.workspace_id, name: last.name };
-  }
+          .executeTakeFirst()
+      ).numUpdatedRows,
+  );
 }
