@@ -122,11 +122,25 @@ async function commitBatchGivingWay(db: Db, writes: StepWrite[]): Promise<Set<st
   }
 }
 
-/** The next batch: up to `max` writes, or one write that must be alone. */
-function takeBatch(queue: Pending[], max: number): Pending[] {
+/**
+ * The next batch: up to `max` writes, or one write that must be alone; never two writes of one
+ * run. A batch's statements guard each run's rows by its run id (the guarded UPDATE answers the
+ * runs whose guard passed, and their step rows follow). Two writes of one run can be waiting
+ * together when a worker took a run again whose lease ran out under it (a stall longer than the
+ * lease): the stale execution's write and the new one's. In one batch the stale write's step
+ * rows rode on the new write's guard, and it was told it was applied: a call recorded `ok` twice
+ * and the run executed twice (found under load by the crash test of three worker processes).
+ * The later write waits for the next batch, where the guard judges it alone.
+ */
+export function takeBatch<P extends { write: Pick<StepWrite, 'alone' | 'lease'> }>(queue: P[], max: number): P[] {
   if (queue[0].write.alone) return queue.splice(0, 1);
-  const end = queue.findIndex((pending, i) => i >= max || pending.write.alone);
-  return queue.splice(0, end === -1 ? queue.length : end);
+  const runs = new Set<string>();
+  let end = 0;
+  while (end < queue.length && end < max && !queue[end].write.alone && !runs.has(queue[end].write.lease.runId)) {
+    runs.add(queue[end].write.lease.runId);
+    end++;
+  }
+  return queue.splice(0, end);
 }
 
 /**

@@ -262,7 +262,14 @@ export class RunWorker {
             lease: { runId: row.id, owner: this.id, fence: row.lease_fence },
           }));
     if (taken.length === 0) return [];
-    for (const { row, lease, seq } of taken) this.held.set(row.id, { lease, lost: false, failures: row.failures, seq });
+    for (const { row, lease, seq } of taken) {
+      // Taken again by this very worker: its lease ran out under an execution still going (a
+      // stall longer than the lease). That one's lease is lost, at the old fence: it writes
+      // nothing more, and the new execution goes on from what was recorded.
+      const stale = this.held.get(row.id);
+      if (stale) stale.lost = true;
+      this.held.set(row.id, { lease, lost: false, failures: row.failures, seq });
+    }
     this.ensureHeartbeat();
     const rows = taken.map((run) => run.row);
     let loaded: LoadedRun[];
@@ -350,9 +357,10 @@ export class RunWorker {
       // Not when it never wrote (its first write found the run changed): it was never ours.
       if (held.failures > 0 && !isUnclaimed(held.lease)) await clearFailures(this.services.db, held.lease);
     } catch (error) {
-      await this.letGoAfterFailure(loaded.row.id, error);
+      await this.letGoAfterFailure(loaded.row.id, error, held);
     } finally {
-      this.held.delete(loaded.row.id);
+      // Only this execution's own hold: a newer one of the same run (taken again) keeps its own.
+      if (this.held.get(loaded.row.id) === held) this.held.delete(loaded.row.id);
       if (this.held.size === 0) this.stopHeartbeat();
     }
   }
@@ -385,8 +393,7 @@ export class RunWorker {
    * An unexpected failure (a store error, a bug): log it, count it on the run, and let the run be
    * retried later, the later the more failures in a row.
    */
-  private async letGoAfterFailure(runId: string, error: unknown): Promise<void> {
-    const held = this.held.get(runId);
+  private async letGoAfterFailure(runId: string, error: unknown, held = this.held.get(runId)): Promise<void> {
     const before = held?.failures ?? 0;
     const { failures, retryAt } = afterFailure(this.services.clock.now().toISOString(), before, error);
     // A dropped connection or a failover is expected now and then: a warning without frames, as

@@ -4,7 +4,7 @@ import { describeEachStore, type TestWorkspace } from '../helpers/test-env.js';
 import { chain, fire, getRun, getSteps, recordTags, testWorker, webTriggerFor } from '../helpers/engine-harness.js';
 import { LedgerServer } from '../helpers/ledger-server.js';
 import { claimRuns } from '../../src/engine/sql/claim-runs.js';
-import { commitBatch, type StepWrite } from '../../src/engine/step-committer.js';
+import { commitBatch, StepCommitter, takeBatch, type StepWrite } from '../../src/engine/step-committer.js';
 import type { Lease } from '../../src/engine/sql/lease.js';
 import { releaseRun } from '../../src/engine/sql/release-run.js';
 import { extendLeases } from '../../src/engine/sql/extend-leases.js';
@@ -79,6 +79,45 @@ describeEachStore('engine: leases and fencing', (env) => {
     expect(await setRunStatus(db, { runId, from: 'running', to: 'completed', at: now, endLease: current })).toBe(true);
     const row = await db.selectFrom('runs').select(['automation_status', 'lease_owner']).where('id', '=', runId).executeTakeFirstOrThrow();
     expect(row).toEqual({ automation_status: 'completed', lease_owner: null });
+  });
+
+  it('a worker that took a run again under its own stalled execution: the stale write is never batched with the new one, and writes nothing', async () => {
+    const ws = await env.workspace();
+    const { triggerId } = await webTriggerFor(ws, oneSet);
+    const runId = await fire(ws, triggerId);
+    const db = env.db;
+    const now = new Date().toISOString();
+    const claim = (at: string) => claimRuns(db, { owner: 'worker-a', now: at, leaseUntil: addMs(at, 1_000), limit: 100 }).then((rows) => rows.find((r) => r.id === runId)!);
+    const first = await claim(now);
+    // Its lease ran out while it stalled, and the same worker's claim took the run again.
+    const second = await claim(addMs(now, 1_001));
+    expect(second.lease_fence).toBe(first.lease_fence + 1);
+    const at = addMs(now, 1_002);
+    const write = (fence: number, stepId: string): StepWrite => ({
+      lease: { runId, owner: 'worker-a', fence }, at, from: 'scheduled', state: `{"v":${fence}}`, requireRunning: true,
+      insertStep: { ...stepRow(runId, stepId), finished_at: at, outcome: 'ok' },
+    });
+    // Both reach the group commit in one turn, the stale one first: in one batch its step row
+    // rode on the new write's guard and it was told it was applied (a call recorded ok twice).
+    const committer = new StepCommitter(db);
+    const [stale, current] = await Promise.all([
+      committer.submit(write(first.lease_fence, '0190a1b2-c3d4-7e5f-8a9b-000000000021')),
+      committer.submit(write(second.lease_fence, '0190a1b2-c3d4-7e5f-8a9b-000000000022')),
+    ]);
+    expect([stale, current]).toEqual([false, true]);
+    const steps = await db.selectFrom('run_steps').select('id').where('run_id', '=', runId).execute();
+    expect(steps.map((step) => step.id)).toEqual(['0190a1b2-c3d4-7e5f-8a9b-000000000022']);
+    const row = await db.selectFrom('runs').select(['engine_state', 'lease_fence']).where('id', '=', runId).executeTakeFirstOrThrow();
+    expect(row).toEqual({ engine_state: `{"v":${second.lease_fence}}`, lease_fence: second.lease_fence });
+  });
+
+  it('never puts two writes of one run in a batch, keeping their order', () => {
+    const pending = (runId: string, alone = false) => ({ write: { lease: { runId, owner: 'w', fence: 1 }, ...(alone ? { alone } : {}) } });
+    const queue = [pending('a'), pending('b'), pending('a'), pending('c'), pending('d', true)];
+    expect(takeBatch(queue, 200).map((p) => p.write.lease.runId)).toEqual(['a', 'b']);
+    expect(takeBatch(queue, 200).map((p) => p.write.lease.runId)).toEqual(['a', 'c']);
+    expect(takeBatch(queue, 200).map((p) => p.write.lease.runId)).toEqual(['d']);
+    expect(queue).toEqual([]);
   });
 
   /**
