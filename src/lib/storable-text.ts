@@ -41,7 +41,12 @@ export function mayHoldUnstorableText(jsonText: string): boolean {
 function mayHoldHugeNumber(text: string): boolean {
   DIGITS_OF_A_HUGE_NUMBER.lastIndex = 0;
   for (let match = DIGITS_OF_A_HUGE_NUMBER.exec(text); match !== null; match = DIGITS_OF_A_HUGE_NUMBER.exec(text)) {
-    if (isJsonNumberAt(text, match.index)) return true;
+    const end = jsonNumberEndingAt(text, match.index);
+    if (end === -1) return true;
+    // The next look starts after this run of number characters: each character is looked at a
+    // bounded number of times. Resumed inside the run, a 1 MiB string such as "1e1111e1111…"
+    // was walked once per match, minutes of the serving thread (a code review).
+    DIGITS_OF_A_HUGE_NUMBER.lastIndex = Math.max(DIGITS_OF_A_HUGE_NUMBER.lastIndex, end);
   }
   return false;
 }
@@ -50,20 +55,24 @@ const isNumberCharacter = (code: number) => (code >= 0x30 && code <= 0x39) || co
 const isSpace = (code: number) => code === 0x20 || code === 0x09 || code === 0x0a || code === 0x0d;
 
 /**
- * Whether the run of number characters around `at` is a value of the JSON text: after `:`, `,`
- * or `[` and before `,`, `}` or `]` (white space aside), not the inside of a string. A string
- * that holds exactly such text (`"a:1e400]"`) passes too, and costs only the walk.
+ * -1 when the run of number characters around `at` is a value of the JSON text: after `:`, `,`
+ * or `[` and before `,`, `}` or `]` (white space aside), not the inside of a string (a string
+ * that holds exactly such text, `"a:1e400]"`, passes too, and costs only the walk); otherwise
+ * where the run ends. The run is read backwards only from `at`, which a caller never sets
+ * inside a run it was told the end of.
  */
-function isJsonNumberAt(text: string, at: number): boolean {
+function jsonNumberEndingAt(text: string, at: number): number {
   let start = at;
   while (start > 0 && isNumberCharacter(text.charCodeAt(start - 1))) start--;
   let end = at;
   while (end < text.length && isNumberCharacter(text.charCodeAt(end))) end++;
+  const runEnd = end;
   while (start > 0 && isSpace(text.charCodeAt(start - 1))) start--;
   while (end < text.length && isSpace(text.charCodeAt(end))) end++;
   const before = start > 0 ? text[start - 1] : '';
   const after = end < text.length ? text[end] : '';
-  return (before === ':' || before === ',' || before === '[') && (after === ',' || after === '}' || after === ']');
+  const isValue = (before === ':' || before === ',' || before === '[') && (after === ',' || after === '}' || after === ']');
+  return isValue ? -1 : runEnd;
 }
 
 /** U+0000, a high surrogate not followed by a low one, or a low one not after a high one. */

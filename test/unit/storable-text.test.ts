@@ -12,6 +12,15 @@ describe('values no store keeps as sent', () => {
     }
   });
 
+  it('looks at each character a bounded number of times: a 1 MiB string of exponents takes milliseconds, not minutes', () => {
+    const text = `{"s":"${'1e111'.repeat(200_000)}"}`;
+    const started = performance.now();
+    expect(mayHoldUnstorableText(text)).toBe(false);
+    // Quadratic, this was about 2e11 steps; linear, a few milliseconds. The bound is loose for slow machines.
+    expect(performance.now() - started).toBeLessThan(2_000);
+    expect(mayHoldUnstorableText(`{"s":"${'1e111'.repeat(1_000)}", "n": 1e400}`)).toBe(true);
+  });
+
   it('names the place of a number beyond a double, or of unstorable text, in a parsed value', () => {
     expect(unstorableTextProblem(JSON.parse('{"payload": {"values": [1, 1e400]}}'), 'body')).toMatch(/^body\.payload\.values\[1\] is a number beyond what a double holds/);
     expect(unstorableTextProblem(JSON.parse('{"a": -1e400}'), 'body')).toMatch(/^body\.a is a number beyond/);
