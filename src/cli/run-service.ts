@@ -16,9 +16,7 @@ import { holdSqliteProcessLock } from '../storage/sqlite-process-lock.js';
 import { giveBackLeasesOfDeadProcesses } from '../storage/dead-process-leases.js';
 import { watchClockSkew } from '../storage/clock-skew.js';
 import { checkSecretKeyOpensStore } from '../modules/secrets/secret-key-check.js';
-import { sealPlainSecrets } from '../modules/secrets/seal-plain-secrets.js';
-import { loggableError } from '../lib/store-errors.js';
-import { createSecretBox } from '../lib/secret-box.js';
+import { countPlainSecrets } from '../modules/secrets/seal-plain-secrets.js';
 import { waitForStore } from './wait-for-store.js';
 
 export interface ServiceParts {
@@ -70,17 +68,16 @@ export async function runService(config: Config, parts: ServiceParts, print: (te
     lock?.release();
     throw error;
   }
-  // Secrets stored while the store had no key are sealed by the first process that has one. A
-  // failure is said and the process goes on (the next start tries again): they were readable
-  // before, and a service that will not start over it helps no one.
+  // Secrets stored while the store had no key stay readable until the operator seals them, once
+  // every process has the key (sealing here broke the processes of a rolling deploy still
+  // running without it): said at every start until then.
   if (config.secretKey !== undefined) {
-    try {
-      const sealed = await sealPlainSecrets(container.db, createSecretBox(config.secretKey));
-      if (sealed.webhookSecrets + sealed.partnerSecrets > 0) {
-        logger.info(sealed, 'secrets stored before CAREPATH_SECRET_KEY was set are now sealed with it');
-      }
-    } catch (error) {
-      logger.warn({ err: loggableError(error) }, 'the secrets stored before CAREPATH_SECRET_KEY was set could not be sealed now; the next start tries again');
+    const readable = await countPlainSecrets(container.db).catch(() => null);
+    if (readable && readable.webhookSecrets + readable.partnerSecrets > 0) {
+      logger.warn(
+        readable,
+        'secrets stored before CAREPATH_SECRET_KEY was set are still readable in the database: once every process runs with the key, run carepath admin secret seal-stored',
+      );
     }
   }
   // On PostgreSQL, a machine whose clock is off is named in the log (at start and every minute).

@@ -10,8 +10,8 @@ import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
  *
  * Without a configured key the box stores `plain:<secret>`: a fresh install works with no
  * set-up, and production sets the key. Values stored plain stay readable after a key is set,
- * so configuring one later does not break existing endpoints; the first service process started
- * with the key seals them (modules/secrets/seal-plain-secrets.ts).
+ * so configuring one later does not break existing endpoints; `carepath admin secret seal-stored`
+ * seals them once every process has the key (modules/secrets/seal-plain-secrets.ts).
  *
  * Failures are plain errors, not API errors: a wrong key or a damaged row is an operator's
  * problem, and the HTTP layer logs unknown errors while answering `internal`.

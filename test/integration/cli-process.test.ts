@@ -121,7 +121,7 @@ describe('the carepath process [sqlite]', () => {
     expect(api.stderr()).toContain('CAREPATH_SECRET_KEY does not open the secrets sealed in this store');
   }, 60_000);
 
-  it('the first process started with a key seals the secrets stored before there was one, and says how many', async () => {
+  it('a process started with a key says that secrets stored before it are readable; admin secret seal-stored seals them', async () => {
     const database = `sqlite:${join(dir, 'sealed-later.db')}`;
     const bare = { CAREPATH_DATABASE_URL: database };
     const { workspaceId } = JSON.parse((await runToEnd(['admin', 'workspace', 'create', '--tenant', 'Acme', '--name', 'Lab', '--json'], bare)).stdout);
@@ -134,24 +134,35 @@ describe('the carepath process [sqlite]', () => {
     };
     expect(readValue()).toBe('plain:token-stored-bare');
 
-    const keyed = { ...bare, CAREPATH_SECRET_KEY: 'e'.repeat(64), CAREPATH_PORT: String(await freePort()) };
-    const api = start(['api'], keyed);
+    // Starting with the key seals nothing (processes of a rolling deploy may still run without
+    // it): it says what is still readable and how to seal it.
+    const key = 'e'.repeat(64);
+    const api = start(['api'], { ...bare, CAREPATH_SECRET_KEY: key, CAREPATH_PORT: String(await freePort()) });
     running.push(api);
     await waitFor(api, /carepath listening on/);
-    const sealed = readValue();
-    expect(sealed).toMatch(/^v1:/);
-    expect(sealed).not.toContain('token-stored-bare');
-    const { createSecretBox } = await import('../../src/lib/secret-box.js');
-    expect(createSecretBox(keyed.CAREPATH_SECRET_KEY).open(sealed)).toBe('token-stored-bare');
-    const said = api.stdout().split('\n').find((line) => line.includes('now sealed'));
-    expect(JSON.parse(said!)).toMatchObject({ webhookSecrets: 0, partnerSecrets: 1 });
+    expect(readValue()).toBe('plain:token-stored-bare');
+    const said = api.stdout().split('\n').find((line) => line.includes('still readable'));
+    expect(JSON.parse(said!)).toMatchObject({ level: 40, webhookSecrets: 0, partnerSecrets: 1 });
+    expect(said).toContain('carepath admin secret seal-stored');
     expect(api.stdout() + api.stderr()).not.toContain('token-stored-bare');
     api.child.kill('SIGTERM');
     expect(await api.exited).toBe(0);
+
+    const without = await runToEnd(['admin', 'secret', 'seal-stored'], bare);
+    expect(without.code).toBe(1);
+    expect(without.stderr).toContain('CAREPATH_SECRET_KEY is not set');
+    const sealedNow = await runToEnd(['admin', 'secret', 'seal-stored', '--json'], { ...bare, CAREPATH_SECRET_KEY: key });
+    expect(sealedNow.code, sealedNow.stderr).toBe(0);
+    expect(JSON.parse(sealedNow.stdout)).toEqual({ webhookSecrets: 0, partnerSecrets: 1 });
+    const sealed = readValue();
+    expect(sealed).toMatch(/^v1:/);
+    const { createSecretBox } = await import('../../src/lib/secret-box.js');
+    expect(createSecretBox(key).open(sealed)).toBe('token-stored-bare');
+    expect(JSON.parse((await runToEnd(['admin', 'secret', 'seal-stored', '--json'], { ...bare, CAREPATH_SECRET_KEY: key })).stdout)).toEqual({ webhookSecrets: 0, partnerSecrets: 0 });
     // From now on the store holds a sealed secret: a process without the key stops, as for any sealed store.
-    const without = await runToEnd(['admin', 'secret', 'set', 'OTHER', '--workspace', workspaceId], bare, 'x');
-    expect(without.stderr).toContain('CAREPATH_SECRET_KEY is not set, but this store holds secrets sealed with a key');
-  }, 60_000);
+    const after = await runToEnd(['admin', 'secret', 'set', 'OTHER', '--workspace', workspaceId], bare, 'x');
+    expect(after.stderr).toContain('CAREPATH_SECRET_KEY is not set, but this store holds secrets sealed with a key');
+  }, 90_000);
 
   it('a store a newer carepath migrated is named as such, not as corrupted; nothing starts on it', async () => {
     const file = join(dir, 'newer.db');

@@ -5,7 +5,7 @@ import { createSecretBox, decodeSecretKey } from '../../src/lib/secret-box.js';
 import { activeSecretsOf, rotateSecret } from '../../src/modules/webhooks/webhook-secrets.js';
 import { ConfigError, loadConfig } from '../../src/config.js';
 import { checkSecretKeyOpensStore } from '../../src/modules/secrets/secret-key-check.js';
-import { sealPlainSecrets } from '../../src/modules/secrets/seal-plain-secrets.js';
+import { countPlainSecrets, sealPlainSecrets } from '../../src/modules/secrets/seal-plain-secrets.js';
 import { readSecrets, setSecret } from '../../src/modules/secrets/secret.repository.js';
 
 const SECRET_FORMAT = /^whsec_[A-Za-z0-9_-]{43}$/;
@@ -244,7 +244,12 @@ describeEachStore('secrets stored before a key was set', (env) => {
     await setSecret(env.db, keyed, other.workspaceId, 'SEALED', 'sealed-before', new Date().toISOString());
     const sealedBefore = await env.db.selectFrom('workspace_secrets').select('sealed_value').where('workspace_id', '=', other.workspaceId).executeTakeFirstOrThrow();
 
+    const readable = await countPlainSecrets(env.db);
+    expect(readable.webhookSecrets).toBeGreaterThanOrEqual(2);
+    expect(readable.partnerSecrets).toBeGreaterThanOrEqual(1);
     const counts = await sealPlainSecrets(env.db, keyed);
+    expect(counts).toEqual(readable);
+    expect(await countPlainSecrets(env.db)).toEqual({ webhookSecrets: 0, partnerSecrets: 0 });
     expect(counts.webhookSecrets).toBeGreaterThanOrEqual(2);
     expect(counts.partnerSecrets).toBeGreaterThanOrEqual(1);
     for (const created of [first, second]) {

@@ -7,6 +7,7 @@
  */
 import type { Container } from '../../container.js';
 import { checkedSecretBox } from '../../modules/secrets/secret-key-check.js';
+import { sealPlainSecrets } from '../../modules/secrets/seal-plain-secrets.js';
 import { SECRET_NAME } from '../../modules/secrets/secret-refs.js';
 import { deleteSecret, listSecrets, setSecret, type SecretListing } from '../../modules/secrets/secret.repository.js';
 import { CommandError, UsageError } from '../errors.js';
@@ -137,4 +138,28 @@ const remove: AdminCommand<SecretArgs> = {
   },
 };
 
-export const secretCommands: AdminCommand[] = [set, list, remove];
+/**
+ * Every secret stored while the store had no key (`plain:`, webhook signing secrets and partner
+ * secrets of every workspace) sealed with CAREPATH_SECRET_KEY. An operator's step, not done at
+ * start: a process still running without the key (a rolling deploy) could no longer open them,
+ * and every signed delivery it took would be a 500 (a code review).
+ */
+const sealStored: AdminCommand<Record<string, never>> = {
+  noun: 'secret',
+  verb: 'seal-stored',
+  synopsis: '[--json]   (once every process runs with CAREPATH_SECRET_KEY)',
+  flags: [],
+  positionals: [],
+  parse: () => ({}),
+  async execute(container, _args, out, json) {
+    if (container.config.secretKey === undefined) {
+      throw new CommandError('CAREPATH_SECRET_KEY is not set: set it to the deployment\'s key (the one every process runs with), then seal');
+    }
+    const box = await checkedSecretBox(container.db, container.config.secretKey);
+    const sealed = await sealPlainSecrets(container.db, box);
+    if (json) return writeJson(out, sealed);
+    await out.write(`Sealed ${sealed.webhookSecrets} webhook signing secrets and ${sealed.partnerSecrets} partner secrets stored before CAREPATH_SECRET_KEY was set.\n`);
+  },
+};
+
+export const secretCommands: AdminCommand[] = [set, list, remove, sealStored];

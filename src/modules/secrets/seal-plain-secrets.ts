@@ -1,15 +1,16 @@
 /**
  * Secrets stored before `CAREPATH_SECRET_KEY` was set (`plain:…`: a staging store that started
- * without a key) are sealed under it when a process with the key starts.
+ * without a key): counted, so that a process with the key can say they are still readable, and
+ * sealed under the key by `carepath admin secret seal-stored`.
  *
  * Why: the box opens `plain:` values after a key is set, so that setting one later breaks no
- * endpoint; but those values stayed readable in the database until each was rotated, and an
- * operator who set the key to protect the secrets at rest (a security review asks exactly that)
- * had nothing to tell them which ones were still bare. Now the first process with the key seals
- * every one of them, and says how many.
+ * endpoint; but those values stayed readable in the database until each was rotated, and nothing
+ * told the operator (a security review). Sealing is the operator's step, taken once every process
+ * runs with the key: done by the first process to start with it, it broke the ones still running
+ * without it in a rolling deploy (every signed delivery they took answered 500; a code review).
  *
- * Each row is rewritten only if it still holds the value read (processes starting together seal
- * it once; a rotation meanwhile wins). The old bytes may stay in the store's free space and
+ * Each row is rewritten only if it still holds the value read (two commands at once seal it
+ * once; a rotation meanwhile wins). The old bytes may stay in the store's free space and
  * write-ahead log until reused: rotate the secrets whose database files may have been copied
  * (docs/operations.md "Secrets").
  */
@@ -24,6 +25,13 @@ const BATCH = 500;
 export interface SealedCounts {
   webhookSecrets: number;
   partnerSecrets: number;
+}
+
+/** How many secrets of each kind are stored `plain:`. */
+export async function countPlainSecrets(db: Db): Promise<SealedCounts> {
+  const webhook = await db.selectFrom('webhook_secrets').select((eb) => eb.fn.countAll<number>().as('n')).where('sealed_secret', 'like', UNSEALED).executeTakeFirstOrThrow();
+  const partner = await db.selectFrom('workspace_secrets').select((eb) => eb.fn.countAll<number>().as('n')).where('sealed_value', 'like', UNSEALED).executeTakeFirstOrThrow();
+  return { webhookSecrets: Number(webhook.n), partnerSecrets: Number(partner.n) };
 }
 
 /** Seals every `plain:` secret with `box` (which must encrypt); answers how many rows it sealed. */
