@@ -317,7 +317,8 @@ describe('validateBlueprint: links', () => {
       expectProblem(input, /^link 2 \(risk → flag\): when always holds: it gives a (string|number), not true or false, even with no data/);
     }
     // A path empty on an empty context, a comparison and a test stay what they are.
-    for (const when of ['payload.risk', "payload.risk = 'high'", 'payload.risk.exists()', 'true']) {
+    // `subject` and `payload` alone are null in a run without them: tests, not constants.
+    for (const when of ['payload.risk', "payload.risk = 'high'", 'payload.risk.exists()', 'true', 'subject', 'payload']) {
       input.links[1].when = when;
       expect(() => validateBlueprint(input)).not.toThrow();
     }

@@ -96,7 +96,19 @@ function problemOf(text: string, condition: boolean): string | undefined {
   if (!condition) return undefined;
   const notBoolean = notOneBoolean(result);
   if (notBoolean !== null) return `can never hold: it ${notBoolean}`;
-  return alwaysHolds(result);
+  const always = alwaysHolds(result);
+  // `subject` or `payload` alone give one item on the empty context, but are null in a run that
+  // has none (no subject, no payload sent): a test whether there is one, not a constant.
+  return always && alwaysHolds(resultWithNothing(compiled)) ? always : undefined;
+}
+
+/** The result over a context whose payload and subject are null, as a run without them has; [] when it fails. */
+function resultWithNothing(compiled: CompiledExpression): unknown[] {
+  try {
+    return runWithin(() => evaluate(compiled, { payload: null, subject: null, steps: {}, vars: {} }), CHECK_TIMEOUT_MS);
+  } catch {
+    return [];
+  }
 }
 
 /**
