@@ -262,13 +262,19 @@ export class RunWorker {
             lease: { runId: row.id, owner: this.id, fence: row.lease_fence },
           }));
     if (taken.length === 0) return [];
+    // This claim's own holds, carried to each execution: by the time a run is loaded, another
+    // claim loop of this worker may have taken it again (its lease ran out while the load
+    // stalled), and the map then holds that newer claim's hold, not this one's.
+    const holds = new Map<string, HeldRun>();
     for (const { row, lease, seq } of taken) {
       // Taken again by this very worker: its lease ran out under an execution still going (a
       // stall longer than the lease). That one's lease is lost, at the old fence: it writes
       // nothing more, and the new execution goes on from what was recorded.
       const stale = this.held.get(row.id);
       if (stale) stale.lost = true;
-      this.held.set(row.id, { lease, lost: false, failures: row.failures, seq });
+      const held: HeldRun = { lease, lost: false, failures: row.failures, seq };
+      this.held.set(row.id, held);
+      holds.set(row.id, held);
     }
     this.ensureHeartbeat();
     const rows = taken.map((run) => run.row);
@@ -276,16 +282,16 @@ export class RunWorker {
     try {
       loaded = await loadClaimedRuns(this.services.db, this.graphs, rows, now);
     } catch (error) {
-      await Promise.allSettled(rows.map((row) => this.letGoAfterFailure(row.id, error)));
+      await Promise.allSettled(rows.map((row) => this.letGoAfterFailure(row.id, error, holds.get(row.id))));
       // Not held any more, whether the release went through or not: when it failed too (the
       // connection was dropped), the heartbeat went on extending these leases for as long as
       // the process lived, and the runs never ran (an on-call review). Now the lease runs out
-      // and any worker takes them again.
-      for (const row of rows) this.held.delete(row.id);
+      // and any worker takes them again. A newer claim's hold of the same run stays.
+      for (const row of rows) if (this.held.get(row.id) === holds.get(row.id)) this.held.delete(row.id);
       if (this.held.size === 0) this.stopHeartbeat();
       throw error;
     }
-    return loaded.map((run) => this.track(this.execute(run)));
+    return loaded.map((run) => this.track(this.execute(run, holds.get(run.row.id)!)));
   }
 
   /**
@@ -333,8 +339,7 @@ export class RunWorker {
     return execution;
   }
 
-  private async execute(loaded: LoadedRun): Promise<void> {
-    const held = this.held.get(loaded.row.id)!;
+  private async execute(loaded: LoadedRun, held: HeldRun): Promise<void> {
     try {
       if (!loaded.graph || !loaded.state) return await this.failUnreadable(loaded.row, held.lease);
       const execution = new RunExecution(
