@@ -398,7 +398,8 @@ export class RunWorker {
    * An unexpected failure (a store error, a bug): log it, count it on the run, and let the run be
    * retried later, the later the more failures in a row.
    */
-  private async letGoAfterFailure(runId: string, error: unknown, held = this.held.get(runId)): Promise<void> {
+  /** `held`: the hold of the claim that failed (not looked up by run id: a newer claim may hold the run). */
+  private async letGoAfterFailure(runId: string, error: unknown, held: HeldRun | undefined): Promise<void> {
     const before = held?.failures ?? 0;
     const { failures, retryAt } = afterFailure(this.services.clock.now().toISOString(), before, error);
     // A dropped connection or a failover is expected now and then: a warning without frames, as

@@ -51,6 +51,9 @@ export function decodeSecretKey(text: string): Buffer | null {
 
 const PLAIN_PREFIX = 'plain:';
 
+/** A SQL LIKE pattern for the values stored without a key (`plain:…`), for the store's own reads of them. */
+export const UNSEALED_LIKE = `${PLAIN_PREFIX}%`;
+
 function openPlain(sealed: string): string | null {
   return sealed.startsWith(PLAIN_PREFIX) ? sealed.slice(PLAIN_PREFIX.length) : null;
 }

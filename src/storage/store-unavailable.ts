@@ -25,6 +25,8 @@ export class StoreUnavailableError extends Error {
 /** Codes of a PostgreSQL server that is not (yet) up or reachable, rather than one that refuses. */
 const MAY_PASS = new Set(['ECONNREFUSED', 'ETIMEDOUT', 'EHOSTUNREACH', 'EAI_AGAIN', 'ECONNRESET', '53300', '57P03']);
 
+const PATH_THROUGH_A_FILE = 'a part of the path to the SQLite file is a file, not a folder; choose another path';
+
 /** By the error's `code`: Node's network errors, PostgreSQL's SQLSTATEs, SQLite's result codes. */
 const WHAT_WENT_WRONG: Record<string, string> = {
   ECONNREFUSED: 'nothing listens there; is PostgreSQL running, on that host and port?',
@@ -46,8 +48,8 @@ const WHAT_WENT_WRONG: Record<string, string> = {
   EPERM: 'the SQLite file or its folder may not be written, even by root: is it immutable (lsattr; chattr -i)?',
   EROFS: 'the SQLite file is on a read-only file system; mount it writable or choose another path',
   // From making the SQLite file's folder.
-  EEXIST: 'a part of the path to the SQLite file is a file, not a folder; choose another path',
-  ENOTDIR: 'a part of the path to the SQLite file is a file, not a folder; choose another path',
+  EEXIST: PATH_THROUGH_A_FILE,
+  ENOTDIR: PATH_THROUGH_A_FILE,
   SQLITE_CORRUPT: 'the database file is damaged; restore it from a backup (docs/operations.md)',
 };
 

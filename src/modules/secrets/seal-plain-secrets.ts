@@ -16,9 +16,8 @@
  */
 import type { Transaction } from 'kysely';
 import type { Database, Db } from '../../storage/database.js';
-import type { SecretBox } from '../../lib/secret-box.js';
+import { UNSEALED_LIKE, type SecretBox } from '../../lib/secret-box.js';
 
-const UNSEALED = 'plain:%';
 /** Rows rewritten per transaction: short transactions, however many endpoints a store has. */
 const BATCH = 500;
 
@@ -29,8 +28,8 @@ export interface SealedCounts {
 
 /** How many secrets of each kind are stored `plain:`. */
 export async function countPlainSecrets(db: Db): Promise<SealedCounts> {
-  const webhook = await db.selectFrom('webhook_secrets').select((eb) => eb.fn.countAll<number>().as('n')).where('sealed_secret', 'like', UNSEALED).executeTakeFirstOrThrow();
-  const partner = await db.selectFrom('workspace_secrets').select((eb) => eb.fn.countAll<number>().as('n')).where('sealed_value', 'like', UNSEALED).executeTakeFirstOrThrow();
+  const webhook = await db.selectFrom('webhook_secrets').select((eb) => eb.fn.countAll<number>().as('n')).where('sealed_secret', 'like', UNSEALED_LIKE).executeTakeFirstOrThrow();
+  const partner = await db.selectFrom('workspace_secrets').select((eb) => eb.fn.countAll<number>().as('n')).where('sealed_value', 'like', UNSEALED_LIKE).executeTakeFirstOrThrow();
   return { webhookSecrets: Number(webhook.n), partnerSecrets: Number(partner.n) };
 }
 
@@ -73,7 +72,7 @@ function sealWebhookSecrets(db: Db, box: SecretBox): Promise<number> {
       db
         .selectFrom('webhook_secrets')
         .select(['id', 'sealed_secret'])
-        .where('sealed_secret', 'like', UNSEALED)
+        .where('sealed_secret', 'like', UNSEALED_LIKE)
         .where('id', '>', after)
         .orderBy('id')
         .limit(BATCH)
@@ -100,7 +99,7 @@ function sealPartnerSecrets(db: Db, box: SecretBox): Promise<number> {
       db
         .selectFrom('workspace_secrets')
         .select(['workspace_id', 'name', 'sealed_value'])
-        .where('sealed_value', 'like', UNSEALED)
+        .where('sealed_value', 'like', UNSEALED_LIKE)
         .where((eb) =>
           eb.or([eb('workspace_id', '>', after.workspace), eb.and([eb('workspace_id', '=', after.workspace), eb('name', '>', after.name)])]),
         )

@@ -10,10 +10,8 @@
  * only unsealed ones (a first try without a key), has nothing to disagree with.
  */
 import { ConfigError } from '../../config.js';
-import { createSecretBox, type SecretBox } from '../../lib/secret-box.js';
+import { createSecretBox, UNSEALED_LIKE, type SecretBox } from '../../lib/secret-box.js';
 import type { DbOrTx } from '../../storage/database.js';
-
-const UNSEALED = 'plain:%';
 
 export async function checkSecretKeyOpensStore(db: DbOrTx, secretKey: string | undefined): Promise<void> {
   const sealed = await newestSealedValues(db);
@@ -37,14 +35,14 @@ async function newestSealedValues(db: DbOrTx): Promise<string[]> {
     .selectFrom('webhook_secrets')
     .select('sealed_secret as value')
     .where('sealed_secret', 'is not', null)
-    .where('sealed_secret', 'not like', UNSEALED)
+    .where('sealed_secret', 'not like', UNSEALED_LIKE)
     .orderBy('created_at', 'desc')
     .limit(1)
     .executeTakeFirst();
   const partner = await db
     .selectFrom('workspace_secrets')
     .select('sealed_value as value')
-    .where('sealed_value', 'not like', UNSEALED)
+    .where('sealed_value', 'not like', UNSEALED_LIKE)
     .orderBy('updated_at', 'desc')
     .limit(1)
     .executeTakeFirst();
