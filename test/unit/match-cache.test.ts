@@ -8,7 +8,7 @@ function bitmap(...seqs: number[]): TagBitmap {
   return b;
 }
 
-const matchesOf = (positions: TagBitmap) => ({ positions, total: positions.cardinality(), everyRecord: 0 });
+const matchesOf = (positions: TagBitmap) => ({ positions, total: positions.cardinality(), everyRecord: 0, storedChunks: null });
 
 describe('match cache', () => {
   it('hits only for the very same chunk arrays under the same key', () => {

@@ -19,6 +19,8 @@ export interface CachedMatches {
   positions: TagBitmap;
   total: number;
   everyRecord: number;
+  /** The stored chunks the matches were computed from, when no logged change went into them (TagBitmapsRead). */
+  storedChunks: readonly string[] | null;
 }
 
 /** The input chunks of a search: for each tag in a fixed order, its chunk numbers and arrays, then a -1. */
@@ -42,6 +44,18 @@ export class MatchCache {
     const entry = this.entries.get(key);
     if (!entry || !sameInputs(entry.inputs, inputs)) return undefined;
     this.entries.delete(key); // re-inserted: most recently used last
+    this.entries.set(key, entry);
+    return entry.matches;
+  }
+
+  /**
+   * The matches last stored under this key, whatever the store holds now: for a reader that has
+   * the store check them (`storedChunks`) in the statement that uses them.
+   */
+  latest(key: string): CachedMatches | undefined {
+    const entry = this.entries.get(key);
+    if (!entry) return undefined;
+    this.entries.delete(key);
     this.entries.set(key, entry);
     return entry.matches;
   }

@@ -14,7 +14,8 @@
  * asked, writes the search's audit row (walk-in-store.ts).
  */
 import { sql } from 'kysely';
-import type { DbOrTx } from '../../storage/database.js';
+import type { Db, DbOrTx } from '../../storage/database.js';
+import { weakMemo } from '../../lib/weak-memo.js';
 import { dialectOfDb } from '../../storage/dialect.js';
 import { perStore } from '../../storage/per-store.js';
 import { intersect, type TagBitmap } from './tag-bitmap.js';
@@ -61,23 +62,29 @@ const matchCacheOf = perStore(() => new MatchCache());
  * chunks an earlier one with the same filters read gets the earlier matches (match-cache.ts).
  */
 export async function findMatches(db: DbOrTx, workspaceId: string, criteria: RecordCriteria): Promise<Matches> {
-  const withTags = [...new Set(criteria.filters.filter((f) => f.op === 'with').map((f) => f.tag))].sort();
-  const withoutTags = [...new Set(criteria.filters.filter((f) => f.op === 'without').map((f) => f.tag))].sort();
-  const bitmaps = await loadTagBitmaps(db, workspaceId, criteria.resourceType, [EVERY_RECORD, ...withTags, ...withoutTags]);
-  const every = bitmaps.get(EVERY_RECORD)!;
-  const required = withTags.map((tag) => bitmaps.get(tag)!);
-  const excluded = withoutTags.map((tag) => bitmaps.get(tag)!);
+  const { withTags, withoutTags, key } = searchKey(workspaceId, criteria);
+  const read = await loadTagBitmaps(db, workspaceId, criteria.resourceType, [EVERY_RECORD, ...withTags, ...withoutTags]);
+  const every = read.bitmaps.get(EVERY_RECORD)!;
+  const required = withTags.map((tag) => read.bitmaps.get(tag)!);
+  const excluded = withoutTags.map((tag) => read.bitmaps.get(tag)!);
 
   const cache = matchCacheOf(db);
-  const key = `${workspaceId}\u0000${criteria.resourceType}\u0000${withTags.join(' ')}\u0000${withoutTags.join(' ')}`;
   const inputs = matchInputs([every, ...required, ...excluded]);
   let matches = cache.lookup(key, inputs);
-  if (!matches) {
-    const positions = intersect(every, required, excluded);
-    matches = { positions, total: positions.cardinality(), everyRecord: every.cardinality() };
+  if (!matches || (matches.storedChunks === null && read.storedChunks !== null)) {
+    const positions = matches?.positions ?? intersect(every, required, excluded);
+    matches = { positions, total: positions.cardinality(), everyRecord: every.cardinality(), storedChunks: read.storedChunks };
     cache.store(key, inputs, matches);
   }
   return { resourceType: criteria.resourceType, ...matches };
+}
+
+/** A search's tags, each once and sorted, and the key of its matches: the same filters in any order are one search. */
+function searchKey(workspaceId: string, criteria: RecordCriteria) {
+  const withTags = [...new Set(criteria.filters.filter((f) => f.op === 'with').map((f) => f.tag))].sort();
+  const withoutTags = [...new Set(criteria.filters.filter((f) => f.op === 'without').map((f) => f.tag))].sort();
+  const key = `${workspaceId}\u0000${criteria.resourceType}\u0000${withTags.join(' ')}\u0000${withoutTags.join(' ')}`;
+  return { withTags, withoutTags, key };
 }
 
 /** The number of matching records. */
@@ -97,6 +104,47 @@ export interface RecordPage {
 }
 
 /**
+ * PostgreSQL: the page of a search asked before, in ONE statement and no transaction, when the
+ * store still holds what its matches were computed from. The statement checks that the tags'
+ * stored chunks are those the matches came from and that no change to them is logged, and only
+ * then walks and (when asked) writes the audit row, all in its one snapshot; otherwise it
+ * returns nothing and this answers undefined: the caller reads the bitmaps and the page as
+ * usual. Paging through a cohort or polling a dashboard asks the same search again and again;
+ * this saves it the bitmap read and the transaction's BEGIN and COMMIT (three round trips).
+ * Only a walked page is read this way (the common case: matches not rare).
+ */
+export async function findUnchangedPage(
+  db: Db,
+  workspaceId: string,
+  criteria: RecordCriteria,
+  query: RecordPageQuery,
+  audit?: (total: number) => AuditRowAroundIds,
+): Promise<{ total: number; hits: SearchHit[] } | undefined> {
+  if (dialectOfDb(db) !== 'postgres') return undefined;
+  const { withTags, withoutTags, key } = searchKey(workspaceId, criteria);
+  const matches = matchCacheOf(db).latest(key);
+  if (!matches?.storedChunks || query.offset >= matches.total || query.limit === 0) return undefined;
+  if (walkCost(matches, query) > WALK_ROWS_PER_FETCHED_ROW * matches.total) return undefined;
+  const window = matchWindowOf(matches.positions);
+  if (!window) return undefined;
+  const { direction, limit, offset } = query;
+  const walk = { workspaceId, resourceType: criteria.resourceType, column: ORDER_COLUMN[query.order], direction, limit, offset };
+  const unchanged = { tags: [EVERY_RECORD, ...withTags, ...withoutTags], storedChunks: matches.storedChunks };
+  const hits = await walkInStore(db, walk, window, audit?.(matches.total), unchanged);
+  // A walk from an offset below the total finds at least one hit in the snapshot the matches
+  // describe: none means the store has moved on.
+  return hits.length === 0 ? undefined : { total: matches.total, hits };
+}
+
+/** The window of matches as the walk sends it, made once per matches (they are never changed). */
+const matchWindowOf = weakMemo(matchWindow);
+
+/** How many index entries a walk is expected to read for the page. */
+function walkCost(matches: Pick<Matches, 'total' | 'everyRecord'>, query: RecordPageQuery): number {
+  return ((query.offset + query.limit) * matches.everyRecord) / matches.total;
+}
+
+/**
  * One page of hits in the requested order, each with all of its tags (sorted). `audit`, when
  * given, makes the audit row that the page's own statement writes where the page is one
  * statement (PostgreSQL's walk; made only then); otherwise `audited` is false and writing the
@@ -110,13 +158,12 @@ export async function findRecordPage(
   audit?: () => AuditRowAroundIds,
 ): Promise<RecordPage> {
   if (query.offset >= matches.total || query.limit === 0) return { hits: [], audited: false };
-  const wanted = query.offset + query.limit;
-  const expectedWalk = (wanted * matches.everyRecord) / matches.total;
+  const expectedWalk = walkCost(matches, query);
   if (expectedWalk > WALK_ROWS_PER_FETCHED_ROW * matches.total) {
     return { hits: await hitsInOrder(db, workspaceId, await fetchMatchesInOrder(db, workspaceId, matches, query)), audited: false };
   }
   if (dialectOfDb(db) === 'postgres') {
-    const window = matchWindow(matches.positions);
+    const window = matchWindowOf(matches.positions);
     if (window) {
       const { direction, limit, offset } = query;
       const walk = { workspaceId, resourceType: matches.resourceType, column: ORDER_COLUMN[query.order], direction, limit, offset };

@@ -12,7 +12,7 @@ import type { Db, DbOrTx } from '../../storage/database.js';
 import { dialectOfDb } from '../../storage/dialect.js';
 import type { RequestContext } from '../../auth/context.js';
 import { recordAudit } from '../audit/audit.repository.js';
-import { countRecords, findMatches, findRecordPage, type RecordCriteria } from './search.repository.js';
+import { countRecords, findMatches, findRecordPage, findUnchangedPage, type RecordCriteria } from './search.repository.js';
 import { countExecuted, searchExecuted, searchExecutedAroundIds, type SearchFacts } from './search-audit.js';
 import {
   DEFAULT_SEARCH_LIMIT,
@@ -35,16 +35,11 @@ export async function searchRecords(db: Db, ctx: RequestContext, body: SearchBod
   const offset = body.offset ?? 0;
   const at = now.toISOString();
   const audited = HOLDS_HEALTH_DATA[criteria.resourceType];
+  const pageQuery = { order: body.order ?? 'name', direction: body.orderDirection ?? 'asc', limit, offset } as const;
   const read = async (store: DbOrTx) => {
     const matches = await findMatches(store, ctx.workspaceId, criteria);
     const facts: SearchFacts = { ...criteria, total: matches.total, limit, offset };
-    const page = await findRecordPage(
-      store,
-      ctx.workspaceId,
-      matches,
-      { order: body.order ?? 'name', direction: body.orderDirection ?? 'asc', limit, offset },
-      audited ? () => searchExecutedAroundIds(ctx, at, facts) : undefined,
-    );
+    const page = await findRecordPage(store, ctx.workspaceId, matches, pageQuery, audited ? () => searchExecutedAroundIds(ctx, at, facts) : undefined);
     return { facts, page };
   };
   // The matches (tag bitmaps) and the page are two reads; a tag change committed between them
@@ -54,6 +49,16 @@ export async function searchRecords(db: Db, ctx: RequestContext, body: SearchBod
   // commit can only land between the two reads: the hits are checked against the filters and
   // the search read again, and a record that still contradicts them is left out, never handed out.
   if (dialectOfDb(db) === 'postgres') {
+    // A search asked before, over tags the store has not changed since, is one statement that
+    // checks that itself (search.repository.ts `findUnchangedPage`).
+    const unchanged = await findUnchangedPage(
+      db,
+      ctx.workspaceId,
+      criteria,
+      pageQuery,
+      audited ? (total) => searchExecutedAroundIds(ctx, at, { ...criteria, total, limit, offset }) : undefined,
+    );
+    if (unchanged) return { total: unchanged.total, limit, offset, results: unchanged.hits };
     const { facts, page } = await db.transaction().setIsolationLevel('repeatable read').execute(read);
     if (audited && !page.audited) await recordAudit(db, ctx, at, [searchExecuted(facts, page.hits.map((hit) => hit.id))]);
     return { total: facts.total, limit, offset, results: page.hits };

@@ -26,6 +26,18 @@ type ResourceType = RecordTable['resource_type'];
 /** One chunk cache per store. */
 const cacheOf = perStore(() => new ChunkCache());
 
+/** The bitmaps of one read, and what they were made of. */
+export interface TagBitmapsRead {
+  bitmaps: Map<string, TagBitmap>;
+  /**
+   * When the log held no change for these tags: every chunk stored for them, as
+   * `tag|chunk|version` (storedChunkKey). A later snapshot that holds exactly these chunks and
+   * no logged change for the tags has these very bitmaps: a version is the id of the last change
+   * folded into its chunk, and ids are never used twice. Null when changes were applied.
+   */
+  storedChunks: string[] | null;
+}
+
 /**
  * The bitmap of each tag (and of `*` if asked) for one type in one workspace, as of now. The
  * store sends the bits only of chunks this process does not hold at their current version.
@@ -35,26 +47,28 @@ export async function loadTagBitmaps(
   workspaceId: string,
   resourceType: ResourceType,
   tags: readonly string[],
-): Promise<Map<string, TagBitmap>> {
+): Promise<TagBitmapsRead> {
   const bitmaps = new Map(tags.map((tag) => [tag, new TagBitmap()]));
-  if (tags.length === 0) return bitmaps;
+  if (tags.length === 0) return { bitmaps, storedChunks: [] };
   const cache = cacheOf(db);
   const cached = new Map([...bitmaps.keys()].map((tag) => [tag, cache.tag(workspaceId, resourceType, tag)]));
   // What this read holds, fixed before it asks: other reads may change the cache meanwhile.
   const heldWords = new Map<string, Uint32Array>();
-  for (const [tag, chunks] of cached) for (const [chunk, { version, words }] of chunks) heldWords.set(heldKey(tag, chunk, version), words);
+  for (const [tag, chunks] of cached) for (const [chunk, { version, words }] of chunks) heldWords.set(storedChunkKey(tag, chunk, version), words);
   const rows = await readChunksAndChanges(db, workspaceId, resourceType, [...bitmaps.keys()], heldWords);
 
   const changes: BitmapOrChange[] = [];
+  const storedChunks: string[] = [];
   for (const row of rows) {
     if (row.chunk === null) {
       changes.push(row);
       continue;
     }
     const chunk = Number(row.chunk);
+    storedChunks.push(storedChunkKey(row.tag, chunk, Number(row.version)));
     const chunks = cached.get(row.tag)!;
     let words: Uint32Array;
-    if (row.bits === null) words = heldWords.get(heldKey(row.tag, chunk, Number(row.version)))!;
+    if (row.bits === null) words = heldWords.get(storedChunkKey(row.tag, chunk, Number(row.version)))!;
     else {
       words = decodeChunk(row.bits);
       chunks.set(chunk, { version: Number(row.version), words });
@@ -65,6 +79,7 @@ export async function loadTagBitmaps(
   for (const [tag, chunks] of cached) for (const chunk of chunks.keys()) if (!bitmaps.get(tag)!.chunks.has(chunk)) chunks.delete(chunk);
   cache.settle();
 
+  if (changes.length === 0) return { bitmaps, storedChunks };
   // Changes not folded yet, in log order, on copies: the cached words are shared.
   changes.sort((a, b) => Number(a.id) - Number(b.id));
   const copied = new Set<Uint32Array>();
@@ -82,7 +97,7 @@ export async function loadTagBitmaps(
     const created = bitmap.chunks.get(chunk);
     if (created) copied.add(created);
   }
-  return bitmaps;
+  return { bitmaps, storedChunks: null };
 }
 
 /**
@@ -110,7 +125,7 @@ async function readChunksAndChanges(
 ): Promise<BitmapOrChange[]> {
   if (dialectOfDb(db) === 'postgres') return runPostgres<BitmapOrChange>(db, READ_POSTGRES, [workspaceId, resourceType, tags, [...held.keys()]]);
   const reader = sqliteBitmapReader(db);
-  if (reader) return reader(workspaceId, resourceType, tags, (tag, chunk, version) => held.has(heldKey(tag, chunk, version)));
+  if (reader) return reader(workspaceId, resourceType, tags, (tag, chunk, version) => held.has(storedChunkKey(tag, chunk, version)));
   return readSqlite(db, workspaceId, resourceType, tags, [...held.keys()]);
 }
 
@@ -126,7 +141,8 @@ async function readSqlite(db: DbOrTx, workspaceId: string, resourceType: Resourc
   return rows;
 }
 
-function heldKey(tag: string, chunk: number, version: number): string {
+/** A stored chunk at one version, as the store writes it in SQL: `tag || '|' || chunk || '|' || version`. */
+export function storedChunkKey(tag: string, chunk: number, version: number): string {
   return `${tag}|${chunk}|${version}`;
 }
 

@@ -62,7 +62,23 @@ export interface WalkQuery {
   offset: number;
 }
 
-export async function walkInStore(db: DbOrTx, query: WalkQuery, window: MatchWindow, audit?: AuditRowAroundIds): Promise<SearchHit[]> {
+/**
+ * What the matches were computed from (search.repository.ts `findUnchangedPage`): the tags read
+ * (`*` among them) and every chunk stored for them then, as `tag|chunk|version`. Given, the
+ * statement walks only if the store holds exactly those chunks and no logged change to the tags.
+ */
+export interface UnchangedSince {
+  tags: readonly string[];
+  storedChunks: readonly string[];
+}
+
+export async function walkInStore(
+  db: DbOrTx,
+  query: WalkQuery,
+  window: MatchWindow,
+  audit?: AuditRowAroundIds,
+  unchanged?: UnchangedSince,
+): Promise<SearchHit[]> {
   const values: unknown[] = [query.workspaceId, query.resourceType, window.base, window.end, window.bits, query.limit, query.offset];
   if (audit) {
     const { row } = audit;
@@ -82,7 +98,8 @@ export async function walkInStore(db: DbOrTx, query: WalkQuery, window: MatchWin
       audit.detailsAfter,
     );
   }
-  const statement = statementFor(query.column, query.direction, audit !== undefined, walkBucket(query.offset, query.limit));
+  if (unchanged) values.push(unchanged.tags, unchanged.storedChunks);
+  const statement = statementFor(query.column, query.direction, audit !== undefined, unchanged !== undefined, walkBucket(query.offset, query.limit));
   const rows = await runPostgres<HitRow>(db, statement, values);
   return rows.map(hitOf);
 }
@@ -99,11 +116,11 @@ export function walkBucket(offset: number, limit: number): number {
   return bucket;
 }
 
-function statementFor(column: OrderColumn, direction: 'asc' | 'desc', audited: boolean, bucket: number): PostgresStatement {
-  const name = `carepath_search_walk_${column}_${direction}${audited ? '_audited' : ''}_${bucket}_v3`;
+function statementFor(column: OrderColumn, direction: 'asc' | 'desc', audited: boolean, checked: boolean, bucket: number): PostgresStatement {
+  const name = `carepath_search_walk_${column}_${direction}${audited ? '_audited' : ''}${checked ? '_checked' : ''}_${bucket}_v3`;
   let statement = statements.get(name);
   if (!statement) {
-    statement = { name, text: walkText(column, direction, audited, bucket) };
+    statement = { name, text: walkText(column, direction, audited, checked, bucket) };
     statements.set(name, statement);
   }
   return statement;
@@ -111,13 +128,31 @@ function statementFor(column: OrderColumn, direction: 'asc' | 'desc', audited: b
 
 /**
  * $1 workspace, $2 resource type, $3–$5 the match window, $6 limit, $7 offset; audited, $8–$18 the
- * audit row's columns and $19, $20 its details around the ids. `n` numbers the walked matches in
- * their order (the index's order, so numbering it sorts nothing); the page is those numbered
- * past the offset, and its hits and ids are ordered alike by integers instead of comparing sort
- * keys again.
+ * audit row's columns and $19, $20 its details around the ids; checked, then the tags and the
+ * stored chunks of UnchangedSince. `n` numbers the walked matches in their order (the index's
+ * order, so numbering it sorts nothing); the page is those numbered past the offset, and its
+ * hits and ids are ordered alike by integers instead of comparing sort keys again.
+ *
+ * Checked, `unchanged` is true when the tags' stored chunks are exactly the ones given (as many,
+ * and none other) and the log holds no change to the tags; false gates the walk (the index is
+ * not read) and the audit row (HAVING: no row at all), and the statement returns no hits.
  */
-function walkText(column: OrderColumn, direction: 'asc' | 'desc', audited: boolean, bucket: number): string {
+function walkText(column: OrderColumn, direction: 'asc' | 'desc', audited: boolean, checked: boolean, bucket: number): string {
   const order = `${column} ${direction}, id ${direction}`;
+  const tags = `$${audited ? 21 : 8}::text[]`;
+  const chunks = `$${audited ? 22 : 9}::text[]`;
+  const check = checked
+    ? `unchanged as (
+      select (select count(*) from tag_bitmaps b
+              where b.workspace_id = $1 and b.resource_type = $2 and b.tag = any(${tags})) = cardinality(${chunks})
+         and not exists (select from tag_bitmaps b
+                         where b.workspace_id = $1 and b.resource_type = $2 and b.tag = any(${tags})
+                           and (b.tag || '|' || b.chunk::text || '|' || b.version::text) <> all(${chunks}))
+         and not exists (select from record_tag_changes c where c.workspace_id = $1 and c.resource_type = $2 and c.tag = any(${tags})) as ok
+    ),
+    `
+    : '';
+  const walkOnlyIf = checked ? '(select ok from unchanged) and ' : '';
   const audit = audited
     ? `,
     audit as (
@@ -126,13 +161,14 @@ function walkText(column: OrderColumn, direction: 'asc' | 'desc', audited: boole
       select $8::text, $9::text, $10::text, $11::text, $12::text, $13::text, $14::text, $15::text,
              $16::text, $17::text, $18::text,
              $19::text || coalesce(string_agg(to_json(page.id)::text, ',' order by page.n), '') || $20::text
-      from page where page.n > $7::bigint and page.n <= $7::bigint + $6::bigint
+      from page where page.n > $7::bigint and page.n <= $7::bigint + $6::bigint${checked ? `
+      having (select ok from unchanged)` : ''}
     )`
     : '';
   return `
-    with page as (
+    with ${check}page as (
       select seq, id, row_number() over (order by ${order}) as n from records
-      where workspace_id = $1 and resource_type = $2
+      where ${walkOnlyIf}workspace_id = $1 and resource_type = $2
         and case when seq >= $3::bigint and seq < $4::bigint
                  then get_bit($5::bytea, seq - $3::bigint) = 1 else false end
       order by ${order}
