@@ -282,6 +282,7 @@ export class RunExecution {
         at,
         requireRunning: true,
         effect: begun.write,
+        locksRecord: begun.locksRecord,
         insertStep: this.stepRow(move.nodeId, move.automation, step),
       });
       return 'continue';

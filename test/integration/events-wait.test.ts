@@ -120,4 +120,43 @@ describeEachStore('events reach runs waiting for them', (env) => {
     expect((await getSteps(ws, before))[0]).toMatchObject({ outcome: 'event', output: { event: 'Encounter.finished', at: raisedAt } });
     expect((await getRun(ws, after)).automationStatus).toBe('running');
   });
+
+  it('PostgreSQL: a wait held up in its commit while a delivery about its patient is applied still sees that delivery', async () => {
+    // The wait's time was taken when its step was planned, before its transaction: a wait that
+    // began first by that time but committed after the delivery had looked for waits lost its
+    // event, and the run waited for its timeout (a scale-out review: 12 and 19 of 200 runs under
+    // load). Here the wait row's insert is held up (another transaction inserts the same key and
+    // rolls back) while the discharge is delivered: the two must be ordered one way or the other,
+    // and since the wait began first, the discharge wakes it.
+    if (env.kind !== 'postgres') return; // SQLite: one writer, nothing to interleave
+    const ws = await env.workspace();
+    const feed = await createEndpoint(ws);
+    const imported = await ws.importBlueprint(admissionToDischarge());
+    const trigger = await ws.call('POST', '/v1/triggers', { body: { name: 'Admitted', sourceId: imported.id, type: 'event', event: 'Encounter.in-progress' } });
+    await deliverAndProcess(env, feed, encounter('held-1', 'in-progress', 'held-p'));
+    const run = await env.db.selectFrom('runs').select(['id', 'subject_record_id']).where('trigger_id', '=', trigger.json().triggerId).executeTakeFirstOrThrow();
+
+    const holder = new pg.Client({ connectionString: env.container.config.databaseUrl, options: `-c search_path=${env.schema}` });
+    await holder.connect();
+    const worker = testWorker(env);
+    try {
+      await holder.query('begin');
+      await holder.query(
+        `insert into run_event_waits (run_id, node_id, automation_id, workspace_id, subject_record_id, event, started_at)
+         values ($1, 'wait', 'discharge', $2, $3, 'Encounter.finished', '2000-01-01T00:00:00.000Z')`,
+        [run.id, ws.workspaceId, run.subject_record_id],
+      );
+      const drained = worker.drain();
+      await new Promise((resolve) => setTimeout(resolve, 150));
+      const delivered = deliverAndProcess(env, feed, encounter('held-1', 'finished', 'held-p'));
+      await new Promise((resolve) => setTimeout(resolve, 150));
+      await holder.query('rollback');
+      await Promise.all([drained, delivered]);
+    } finally {
+      await holder.end();
+    }
+    await worker.drain();
+    expect((await getRun(ws, run.id)).automationStatus).toBe('completed');
+    expect((await getSteps(ws, run.id))[0]).toMatchObject({ outcome: 'event', output: { payload: { resource: { id: 'held-1', status: 'finished' } } } });
+  });
 });

@@ -70,6 +70,8 @@ export interface WaitStart {
   dueAt: string | null;
   event?: string;
   write?: StepWrite;
+  /** The record that `write` must hold against deliveries (step-write.ts). */
+  locksRecord?: RecordKey;
 }
 
 /** A call's result, and what it sent out of the service when it did (an `http` step: audited with its outcome). */

@@ -25,7 +25,7 @@ export const waitForEventAutomation: AutomationHandler = {
     return {
       dueAt,
       event: settings.event,
-      write: (tx, at) =>
+      write: (tx) =>
         insertEventWait(tx, {
           run_id: step.run.id,
           node_id: step.nodeId,
@@ -33,8 +33,10 @@ export const waitForEventAutomation: AutomationHandler = {
           workspace_id: step.run.workspaceId,
           subject_record_id: subject.id,
           event: settings.event,
-          started_at: at,
         }),
+      // The patient's rows, as a delivery about the patient locks them: the wait begins wholly
+      // before or wholly after such a delivery (engine/event-waits.ts).
+      locksRecord: { workspaceId: step.run.workspaceId, resourceType: subject.resourceType, extId: subject.extId },
     };
   },
   wake(step, open, reason, received) {

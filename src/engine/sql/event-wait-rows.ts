@@ -1,24 +1,31 @@
 /** Rows of `run_event_waits`: a wait_for_event in progress, and the event once it came. */
 import type { DbOrTx, RunEventWaitTable } from '../../storage/database.js';
 import { parseJson } from '../../lib/json.js';
+import { storeNowValue } from '../../storage/store-clock.js';
 import type { ReceivedEvent } from '../executor.js';
 
+/**
+ * A wait begins. Its `started_at` is the store's clock as this statement runs (storage/
+ * store-clock.ts), not the step's time: on PostgreSQL the step's transaction holds the patient's
+ * rows by now, so a delivery about the patient raised its events wholly before or wholly after
+ * this time (engine/event-waits.ts).
+ */
 export async function insertEventWait(
   db: DbOrTx,
-  row: Omit<RunEventWaitTable, 'received_at' | 'received_event'>,
+  row: Omit<RunEventWaitTable, 'received_at' | 'received_event' | 'started_at'>,
 ): Promise<void> {
   await db
     .insertInto('run_event_waits')
-    .values({ ...row, received_at: null, received_event: null })
+    .values({ ...row, started_at: storeNowValue(db), received_at: null, received_event: null })
     .onConflict((oc) =>
-      oc.columns(['run_id', 'node_id']).doUpdateSet({
+      oc.columns(['run_id', 'node_id']).doUpdateSet((eb) => ({
         automation_id: row.automation_id,
         event: row.event,
         subject_record_id: row.subject_record_id,
-        started_at: row.started_at,
+        started_at: eb.ref('excluded.started_at'),
         received_at: null,
         received_event: null,
-      }),
+      })),
     )
     .execute();
 }

@@ -29,6 +29,7 @@ import { subjectsOf, subjectsThatMayWait, wakesFor, type PendingWake } from './e
 import { auditRow } from '../audit/audit.repository.js';
 import { addEventCounts, deleteProgress, NO_PROGRESS, readProgress, writeProgress, type DeliveryProgress, type EventCount } from './delivery-parts.js';
 import { systemContext } from '../../auth/context.js';
+import { readStoreNow } from '../../storage/store-clock.js';
 
 /** Problems kept on the delivery for its listing; the count covers all of them. */
 const MAX_LISTED_PROBLEMS = 1000;
@@ -127,6 +128,9 @@ export async function applyDeliveries(
     // PostgreSQL: another process may be applying a delivery about the same resources; it
     // finishes first and these read what it wrote (resource-locks.ts). SQLite has one writer.
     if (deps.dialect === 'postgres') await lockTouchedResources(tx, touchedByWorkspace(mine));
+    // When its events are raised: read once the patients' rows are held, from the store's clock,
+    // so that a wait on one of them began wholly before or wholly after (engine/event-waits.ts).
+    const raisedAt = await readStoreNow(tx);
     const written: Written[] = [];
     for (const prepared of mine) {
       written.push({ ...(await writeRecordsAndStates(tx, deps.dialect, hot, prepared, now.toISOString())), part: parts.get(prepared.delivery.id) });
@@ -144,7 +148,10 @@ export async function applyDeliveries(
     const results = new Map<string, ApplyResult>();
     for (const w of written) {
       const workspaceId = w.prepared.delivery.workspace_id;
-      results.set(w.prepared.delivery.id, await finishDelivery(tx, deps.dialect, hot, w, triggers.get(workspaceId)!, mayWait.get(workspaceId)!, owner, now, planLeaseMs));
+      results.set(
+        w.prepared.delivery.id,
+        await finishDelivery(tx, deps.dialect, hot, w, triggers.get(workspaceId)!, { subjects: mayWait.get(workspaceId)!, raisedAt }, owner, now, planLeaseMs),
+      );
     }
     // Health data came in: who sent it, whose it is, what it started (one row per delivery, one statement).
     if (written.length > 0) {
@@ -230,7 +237,8 @@ async function finishDelivery(
   hot: SqliteDeliveryStatements | undefined,
   { prepared: { delivery, digest }, changes, occurrences, part }: Written,
   triggers: readonly EventTrigger[],
-  mayWait: ReadonlySet<string>,
+  /** The subjects with a run that may be waiting, and when the events were raised (the store's clock, under the locks). */
+  waiting: { subjects: ReadonlySet<string>; raisedAt: string },
   owner: string,
   now: Date,
   planLeaseMs: number,
@@ -260,7 +268,7 @@ async function finishDelivery(
     events: addEventCounts(before.events, eventCounts(changes.events)),
     runsStarted: before.runsStarted + planned.length,
     // Wakes not handed over yet (a process died after the part before committed), and this part's.
-    pendingWakes: [...before.pendingWakes, ...wakesFor(occurrences, mayWait, delivery.id, at)],
+    pendingWakes: [...before.pendingWakes, ...wakesFor(occurrences, waiting.subjects, delivery.id, waiting.raisedAt)],
     skipped: [...before.skipped, ...changes.stale],
   };
   const plannedRunIds = planned.map((row) => row.id);
