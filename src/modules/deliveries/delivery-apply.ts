@@ -128,9 +128,6 @@ export async function applyDeliveries(
     // PostgreSQL: another process may be applying a delivery about the same resources; it
     // finishes first and these read what it wrote (resource-locks.ts). SQLite has one writer.
     if (deps.dialect === 'postgres') await lockTouchedResources(tx, touchedByWorkspace(mine));
-    // When its events are raised: read once the patients' rows are held, from the store's clock,
-    // so that a wait on one of them began wholly before or wholly after (engine/event-waits.ts).
-    const raisedAt = await readStoreNow(tx);
     const written: Written[] = [];
     for (const prepared of mine) {
       written.push({ ...(await writeRecordsAndStates(tx, deps.dialect, hot, prepared, now.toISOString())), part: parts.get(prepared.delivery.id) });
@@ -144,6 +141,10 @@ export async function applyDeliveries(
       triggers.set(workspaceId, events.length === 0 ? [] : await findActiveEventTriggers(tx, workspaceId, events));
       mayWait.set(workspaceId, await subjectsThatMayWait(tx, workspaceId, subjectsOf(occurrences)));
     }
+    // When its events are raised, for the runs that may wait for them: from the store's clock,
+    // with the patients' rows held, so that a wait on one of them began wholly before or wholly
+    // after (engine/event-waits.ts). Most groups wake no one: no wake, no round trip for the clock.
+    const raisedAt = [...mayWait.values()].some((subjects) => subjects.size > 0) ? await readStoreNow(tx) : now.toISOString();
 
     const results = new Map<string, ApplyResult>();
     for (const w of written) {

@@ -42,10 +42,7 @@ export class MatchCache {
   /** The matches computed from exactly these inputs under this key, if they are still held. */
   lookup(key: string, inputs: MatchInputs): CachedMatches | undefined {
     const entry = this.entries.get(key);
-    if (!entry || !sameInputs(entry.inputs, inputs)) return undefined;
-    this.entries.delete(key); // re-inserted: most recently used last
-    this.entries.set(key, entry);
-    return entry.matches;
+    return entry && sameInputs(entry.inputs, inputs) ? this.latest(key) : undefined;
   }
 
   /**
@@ -55,7 +52,7 @@ export class MatchCache {
   latest(key: string): CachedMatches | undefined {
     const entry = this.entries.get(key);
     if (!entry) return undefined;
-    this.entries.delete(key);
+    this.entries.delete(key); // re-inserted: most recently used last
     this.entries.set(key, entry);
     return entry.matches;
   }

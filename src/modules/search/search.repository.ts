@@ -71,9 +71,13 @@ export async function findMatches(db: DbOrTx, workspaceId: string, criteria: Rec
   const cache = matchCacheOf(db);
   const inputs = matchInputs([every, ...required, ...excluded]);
   let matches = cache.lookup(key, inputs);
-  if (!matches || (matches.storedChunks === null && read.storedChunks !== null)) {
-    const positions = matches?.positions ?? intersect(every, required, excluded);
+  if (!matches) {
+    const positions = intersect(every, required, excluded);
     matches = { positions, total: positions.cardinality(), everyRecord: every.cardinality(), storedChunks: read.storedChunks };
+    cache.store(key, inputs, matches);
+  } else if (matches.storedChunks === null && read.storedChunks !== null) {
+    // The same bits, now known to come from stored chunks alone: a search asked again may take the short way.
+    matches = { ...matches, storedChunks: read.storedChunks };
     cache.store(key, inputs, matches);
   }
   return { resourceType: criteria.resourceType, ...matches };
