@@ -71,7 +71,13 @@ export async function runService(config: Config, parts: ServiceParts, print: (te
   // Secrets stored while the store had no key stay readable until the operator seals them, once
   // every process has the key (sealing here broke the processes of a rolling deploy still
   // running without it): said at every start until then.
-  if (config.secretKey !== undefined) {
+  // Without a key (allowed in staging only) every secret is stored readable: said at each start,
+  // as the integration guide's readers took "sealed" to hold whatever the settings.
+  if (config.secretKey === undefined) {
+    logger.warn(
+      'CAREPATH_SECRET_KEY is not set: webhook signing secrets and partner secrets are stored readable in the database (allowed in staging only; make a key with: openssl rand -hex 32)',
+    );
+  } else {
     const readable = await countPlainSecrets(container.db).catch(() => null);
     if (readable && readable.webhookSecrets + readable.partnerSecrets > 0) {
       logger.warn(

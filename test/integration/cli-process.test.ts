@@ -134,6 +134,16 @@ describe('the carepath process [sqlite]', () => {
     };
     expect(readValue()).toBe('plain:token-stored-bare');
 
+    // Without a key, every start says that secrets are stored readable.
+    const keyless = start(['api'], { ...bare, CAREPATH_PORT: String(await freePort()) });
+    running.push(keyless);
+    await waitFor(keyless, /carepath listening on/);
+    const warned = keyless.stdout().split('\n').find((line) => line.includes('CAREPATH_SECRET_KEY is not set'));
+    expect(JSON.parse(warned!)).toMatchObject({ level: 40 });
+    expect(warned).toContain('stored readable in the database');
+    keyless.child.kill('SIGTERM');
+    expect(await keyless.exited).toBe(0);
+
     // Starting with the key seals nothing (processes of a rolling deploy may still run without
     // it): it says what is still readable and how to seal it.
     const key = 'e'.repeat(64);
@@ -144,6 +154,7 @@ describe('the carepath process [sqlite]', () => {
     const said = api.stdout().split('\n').find((line) => line.includes('still readable'));
     expect(JSON.parse(said!)).toMatchObject({ level: 40, webhookSecrets: 0, partnerSecrets: 1 });
     expect(said).toContain('carepath admin secret seal-stored');
+    expect(api.stdout()).not.toContain('CAREPATH_SECRET_KEY is not set');
     expect(api.stdout() + api.stderr()).not.toContain('token-stored-bare');
     api.child.kill('SIGTERM');
     expect(await api.exited).toBe(0);
