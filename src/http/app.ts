@@ -23,6 +23,7 @@ import { registerMeRoutes } from './routes/me.js';
 import { apiRouteModules, publicRouteModules } from './routes/index.js';
 import { answerClientError } from './plugins/client-errors.js';
 import { ANSWER_HEADERS } from './answer-headers.js';
+import { answerWritesOnceDurable } from './plugins/durable-answers.js';
 
 export const API_BODY_LIMIT = 1024 * 1024;
 
@@ -66,6 +67,7 @@ export async function buildApp(container: Container, options: AppOptions = {}): 
     reply.header('X-Request-Id', request.id);
     reply.headers(ANSWER_HEADERS);
   });
+  answerWritesOnceDurable(app, container.store);
   registerErrorHandling(app);
   acceptJsonOnly(app);
   useStrictValidation(app);

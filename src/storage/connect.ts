@@ -7,6 +7,7 @@ import type { Database, Db, DbOrTx } from './database.js';
 import { withStatementCache } from './sqlite-statement-cache.js';
 import { SchemaScopedPostgresDialect } from './schema-scoped-dialect.js';
 import { FALLBACK_AUTOCHECKPOINT_PAGES, startCheckpointer } from './sqlite-checkpointer.js';
+import { SqliteWalSync } from './sqlite-wal-sync.js';
 import { ImmediateSqliteDialect } from './immediate-sqlite-dialect.js';
 import { POSTGRES_CONNECTION_DEFAULTS, POSTGRES_QUERY_TIMEOUT_MS } from './postgres-defaults.js';
 import { foldCase, SQLITE_FOLD_CASE } from '../lib/like.js';
@@ -18,6 +19,12 @@ export interface Store {
   db: Db;
   dialect: Dialect;
   close(): Promise<void>;
+  /**
+   * Resolves once every transaction committed so far survives a power cut: on a SQLite file, a
+   * flush of its WAL (sqlite-wal-sync.ts). Absent where a commit is durable when it returns
+   * (PostgreSQL with synchronous_commit) or cannot be (an in-memory store).
+   */
+  syncCommits?: () => Promise<void>;
 }
 
 export interface StoreOptions {
@@ -109,7 +116,8 @@ export function openStore(databaseUrl: string, options: StoreOptions = {}): Stor
 function openSqlite(file: string): Store {
   const connection = new BetterSqlite3(file);
   // WAL lets readers go on while one writer commits; synchronous=NORMAL in WAL mode keeps the
-  // database consistent on power loss and fsyncs at checkpoints (docs/decisions.md). Statement
+  // database consistent on power loss and fsyncs at checkpoints (docs/decisions.md); an answer
+  // that says something is stored waits for `syncCommits` (sqlite-wal-sync.ts). Statement
   // journals (an INSERT whose triggers write other tables opens one) stay in memory.
   connection.pragma('journal_mode = WAL');
   connection.pragma('synchronous = NORMAL');
@@ -126,10 +134,14 @@ function openSqlite(file: string): Store {
   // grows well past that, should the thread fall behind.
   connection.pragma(`wal_autocheckpoint = ${FALLBACK_AUTOCHECKPOINT_PAGES}`);
   const checkpointer = startCheckpointer(file, (quiet) => db.connection().execute(quiet));
+  const walSync = new SqliteWalSync(`${file}-wal`);
   return {
     db,
     dialect: 'sqlite',
+    syncCommits: () => walSync.sync(),
     close: async () => {
+      // What this process committed is on disk before it goes (an admin command's new key).
+      await walSync.close();
       await checkpointer.stop();
       await db.destroy();
     },
