@@ -141,9 +141,12 @@ function openSqlite(file: string): Store {
     syncCommits: () => walSync.sync(),
     close: async () => {
       // What this process committed is on disk before it goes (an admin command's new key).
-      await walSync.close();
-      await checkpointer.stop();
-      await db.destroy();
+      try {
+        await walSync.close();
+      } finally {
+        await checkpointer.stop();
+        await db.destroy();
+      }
     },
   };
 }

@@ -41,21 +41,27 @@ export class SqliteWalSync {
   sync(): Promise<void> {
     if (this.closed) return Promise.resolve();
     // A flush already running may have begun before the caller's commit: the next one serves it.
+    // Whether that one succeeds or fails: its failure is not the caller's answer.
     if (this.running) {
-      this.queued ??= this.running.then(() => {
+      const next = () => {
         this.queued = null;
         return this.flush();
-      });
+      };
+      this.queued ??= this.running.then(next, next);
       return this.queued;
     }
     return this.flush();
   }
 
+  /** Flushes what was committed, then lets the file go (also when the flush failed: it throws). */
   async close(): Promise<void> {
-    await this.sync();
-    this.closed = true;
-    const file = await this.file;
-    await file?.close();
+    try {
+      await this.sync();
+    } finally {
+      this.closed = true;
+      const file = await this.file?.catch(() => null);
+      await file?.close();
+    }
   }
 
   private flush(): Promise<void> {
@@ -70,14 +76,11 @@ export class SqliteWalSync {
     // Opened on first use: the WAL file exists once the first transaction has committed. No WAL
     // (nothing committed through it yet) leaves nothing to flush.
     this.file ??= this.openFile(this.walPath).catch((error: NodeJS.ErrnoException) => {
+      this.file = null; // opened again by the next flush
       if (error.code === 'ENOENT') return null;
       throw error;
     });
     const file = await this.file;
-    if (file === null) {
-      this.file = null;
-      return;
-    }
-    await file.datasync();
+    if (file !== null) await file.datasync();
   }
 }

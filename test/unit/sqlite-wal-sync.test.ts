@@ -71,6 +71,46 @@ describe('SqliteWalSync', () => {
     await expect(next).resolves.toBeUndefined();
   });
 
+  it('gives the callers that came during a failed flush a flush of their own, not its failure', async () => {
+    const { file, flushes } = gatedFile();
+    const sync = new SqliteWalSync('/nowhere-wal', async () => file);
+    const failing = sync.sync();
+    await settled(failing);
+    const during = sync.sync();
+    flushes[0].fail(new Error('EIO: i/o error, fdatasync'));
+    await expect(failing).rejects.toThrow('EIO');
+    await settled(during);
+    expect(flushes).toHaveLength(2);
+    flushes[1].done();
+    await expect(during).resolves.toBeUndefined();
+  });
+
+  it('opens the file again after an open that failed', async () => {
+    const { file, flushes } = gatedFile();
+    let opens = 0;
+    const sync = new SqliteWalSync('/nowhere-wal', async () => {
+      opens++;
+      if (opens === 1) throw Object.assign(new Error('EMFILE: too many open files'), { code: 'EMFILE' });
+      return file;
+    });
+    await expect(sync.sync()).rejects.toThrow('EMFILE');
+    const next = sync.sync();
+    await settled(next);
+    flushes[0].done();
+    await expect(next).resolves.toBeUndefined();
+    expect(opens).toBe(2);
+  });
+
+  it('lets the file go when the flush at close fails, and says so', async () => {
+    const { file, flushes, isClosed } = gatedFile();
+    const sync = new SqliteWalSync('/nowhere-wal', async () => file);
+    const closing = sync.close();
+    await settled(closing);
+    flushes[0].fail(new Error('EIO: i/o error, fdatasync'));
+    await expect(closing).rejects.toThrow('EIO');
+    expect(isClosed()).toBe(true);
+  });
+
   it('has nothing to flush before the WAL file exists, and opens it once it does', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'carepath-wal-sync-'));
     const wal = join(dir, 'carepath.db-wal');
