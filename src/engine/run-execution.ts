@@ -38,6 +38,11 @@ export interface ExecutionControl {
   claimedAs: 'scheduled' | 'running';
   /** The heartbeat found the lease taken: write nothing more. */
   lost(): boolean;
+  /**
+   * The lease as this worker last took or extended it has not run out by the worker's clock,
+   * and was not found taken: no store read (StepRequest.holdsLease).
+   */
+  holdsLease(): boolean;
   /** The worker is stopping: let go at the next step boundary. */
   stopping(): boolean;
   /**
@@ -233,6 +238,7 @@ export class RunExecution {
       now,
       stepKey: `${this.run.id}:${nodeId}:${automation.id}`,
       mayTryAgain: () => this.mayTryAgain(),
+      holdsLease: () => this.control.holdsLease(),
     };
   }
 

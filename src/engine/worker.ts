@@ -46,6 +46,12 @@ export interface WorkerOptions {
 interface HeldRun {
   lease: Lease;
   lost: boolean;
+  /**
+   * When the lease runs out by this worker's clock (ms): the time it was claimed or last
+   * extended, taken before the statement, plus the lease. For a run read unclaimed (SQLite), from
+   * the read: its first write starts the lease later, so this is the earlier end.
+   */
+  leaseEndsAt: number;
   /** Unexpected failures in a row before this claim (`runs.failures`). */
   failures: number;
   /** SQLite: the run's rowid, by which reads skip it while its first write has not claimed it. */
@@ -272,7 +278,7 @@ export class RunWorker {
       // nothing more, and the new execution goes on from what was recorded.
       const stale = this.held.get(row.id);
       if (stale) stale.lost = true;
-      const held: HeldRun = { lease, lost: false, failures: row.failures, seq };
+      const held: HeldRun = { lease, lost: false, leaseEndsAt: Date.parse(leaseUntil), failures: row.failures, seq };
       this.held.set(row.id, held);
       holds.set(row.id, held);
     }
@@ -354,6 +360,7 @@ export class RunWorker {
           committer: this.committer,
           claimedAs: loaded.row.automation_status === 'scheduled' ? 'scheduled' : 'running',
           lost: () => held.lost,
+          holdsLease: () => !held.lost && this.services.clock.now().getTime() < held.leaseEndsAt,
           stopping: () => this.stopping,
           claim: () => this.ensureClaimed(held.lease),
         },
@@ -439,7 +446,10 @@ export class RunWorker {
     try {
       const until = addMs(this.services.clock.now().toISOString(), this.leaseMs);
       const extended = await extendLeases(this.services.db, holding.map((held) => held.lease), until);
-      for (const held of holding) if (!extended.has(held.lease.runId) && this.held.get(held.lease.runId) === held) held.lost = true;
+      for (const held of holding) {
+        if (extended.has(held.lease.runId)) held.leaseEndsAt = Math.max(held.leaseEndsAt, Date.parse(until));
+        else if (this.held.get(held.lease.runId) === held) held.lost = true;
+      }
     } catch (error) {
       this.services.logger.warn({ err: loggableError(error), workerId: this.id }, 'heartbeat failed');
     }

@@ -479,6 +479,7 @@ describeEachStore('engine: automations', (env) => {
         now: new Date(),
         stepKey: `${runId}:spawn:go`,
         mayTryAgain: async () => true,
+        holdsLease: () => true,
       },
       engineServices(env.container),
     );
@@ -671,7 +672,7 @@ describeEachStore('engine: waits', (env) => {
     const request = {
       run: { id: runId, workspaceId: ws.workspaceId, triggerId, payload: null, subject: null },
       nodeId: 'wait', automation, context: { payload: null, subject: null, steps: {}, vars: {} },
-      expressions: new ExpressionCache(), now: clock.now(), stepKey: `${runId}:wait:visit`, mayTryAgain: async () => true,
+      expressions: new ExpressionCache(), now: clock.now(), stepKey: `${runId}:wait:visit`, mayTryAgain: async () => true, holdsLease: () => true,
     };
     const timeout = waitForEventAutomation.wake(request, { stepId: 'x', automationId: 'visit', attempt: 1, startedAt: at, dueAt: at, event: 'Encounter.finished' }, 'timeout');
     expect(timeout.alone).toBe(true);

@@ -9,7 +9,9 @@ import type { Lease } from '../../src/engine/sql/lease.js';
 import { releaseRun } from '../../src/engine/sql/release-run.js';
 import { extendLeases } from '../../src/engine/sql/extend-leases.js';
 import { setRunStatus } from '../../src/engine/run-transitions.js';
-import { addMs } from '../../src/lib/clock.js';
+import { addMs, ManualClock } from '../../src/lib/clock.js';
+import { RunWorker } from '../../src/engine/worker.js';
+import { engineServices } from '../../src/engine/engine-services.js';
 import { giveBackLeasesOfDeadProcesses } from '../../src/storage/dead-process-leases.js';
 
 const ledger = new LedgerServer();
@@ -262,6 +264,55 @@ describeEachStore('engine: leases and fencing', (env) => {
     }, { workerIds: ['shared', 'shared'], freshOutbound: { timeoutMs: 10_000 } });
     await expectCalledTwiceThenCompleted(ws, runId, staleRun, keysSent);
   }, 60_000);
+
+  it('a worker that stalled past its lease before its first try sends nothing once another may hold the run', async () => {
+    // The stale worker records the step, then stalls (here: reading the call's secret) longer
+    // than its lease by its own clock, with no heartbeat in between, as a paused process or a
+    // frozen VM does. Meanwhile another worker takes the run, makes the call and records `ok`.
+    // Woken, the stale worker must not send its first try: that would be a repeat after a
+    // recorded outcome (a soak found one in 28 stalls).
+    const ws = await env.workspace();
+    const path = `/first-try-stall-${env.kind}`;
+    ledger.on(path, { status: 200, delayMs: 10 });
+    const { triggerId } = await webTriggerFor(ws, chain('First try after a stall', [
+      { id: 'call', automations: [{ id: 'post', type: 'http', with: { method: 'POST', url: ledger.url(path), headers: { Authorization: 'Bearer ${secrets.LAB_TOKEN}' }, body: {} } }] },
+    ]));
+    const runId = await fire(ws, triggerId);
+    const token = async () => new Map([['LAB_TOKEN', 'token-1']]);
+    let stalled = false;
+    let wake!: () => void;
+    const woken = new Promise<void>((resolve) => (wake = resolve));
+    const clock = new ManualClock();
+    // A lease of a minute: no heartbeat falls inside the test, only the clock says it ran out.
+    const stale = new RunWorker(
+      {
+        ...engineServices(env.container, {
+          backoff: { attempts: 3, baseMs: 10, maxMs: 10 },
+          timeoutMs: 2_000,
+          secrets: async () => {
+            stalled = true;
+            await woken;
+            return token();
+          },
+        }),
+        clock,
+      },
+      { workerId: 'stalls', leaseMs: 60_000 },
+    );
+    const before = ledger.requests.length;
+    const staleRun = stale.runOnce();
+    await until(() => stalled, 'the stale worker stalled before its first try');
+    clock.set(new Date(clock.now().getTime() + 61_000));
+    await env.db.updateTable('runs').set({ available_at: '2000-01-01T00:00:00.000Z' }).where('id', '=', runId).execute();
+    expect(await testWorker(env, { workerId: 'takes-over' }, { secrets: token }).runOnce()).toBe(1);
+    expect(await getRun(ws, runId)).toMatchObject({ automationStatus: 'completed' });
+    wake();
+    await staleRun;
+    await sleep(100);
+    expect(ledger.requests.slice(before).map((r) => r.headers['idempotency-key'])).toEqual([`${runId}:call:post`]);
+    expect((await getSteps(ws, runId)).map((s) => [s.attempt, s.outcome])).toEqual([[1, 'interrupted'], [2, 'ok']]);
+    expect(await getRun(ws, runId)).toMatchObject({ automationStatus: 'completed', error: null });
+  });
 
   it('a run held by a worker that died is taken over once its lease expires', async () => {
     const ws = await env.workspace();

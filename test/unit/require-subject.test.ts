@@ -11,6 +11,7 @@ const stepFor = (payload: unknown): StepRequest => ({
   now: new Date(),
   stepKey: 'r:n:a',
   mayTryAgain: async () => true,
+  holdsLease: () => true,
 });
 
 describe('requireSubject', () => {

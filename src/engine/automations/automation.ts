@@ -40,6 +40,15 @@ export interface StepRequest {
    * is stopping tries no more (the run is let go, and taken up again elsewhere).
    */
   mayTryAgain(): Promise<boolean>;
+  /**
+   * Whether this worker's lease on the run, as it last took or extended it, has not run out by
+   * its own clock (and the heartbeat did not find it taken): no store read, so it is asked right
+   * before each request is sent, the first included. A worker that stalled past its lease
+   * between recording the step and sending (a paused process, a frozen VM) must not send once
+   * another worker may have taken the run and made the call (a soak: after a recorded `ok`, 1 in
+   * 28 stalls). The receiver's idempotency key covers the moment left between this and the send.
+   */
+  holdsLease(): boolean;
 }
 
 /**

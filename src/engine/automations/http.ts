@@ -77,7 +77,15 @@ export const httpAutomation: AutomationHandler = {
         sentTries++;
         lastStatus = null;
         answer = await sendOutbound(
-          { method: settings.method, url, headers: prepared.headers, body, timeoutMs: settings.timeoutMs ?? services.outbound.timeoutMs, maxBodyBytes: MAX_HTTP_BODY_BYTES },
+          {
+            method: settings.method,
+            url,
+            headers: prepared.headers,
+            body,
+            timeoutMs: settings.timeoutMs ?? services.outbound.timeoutMs,
+            maxBodyBytes: MAX_HTTP_BODY_BYTES,
+            beforeSend: () => sendOnlyWhileHeld(step),
+          },
           services.outbound.allow,
           services.outbound.proxy,
         );
@@ -125,6 +133,15 @@ export const httpAutomation: AutomationHandler = {
     throw new Error('unreachable: the loop returns on its last try');
   },
 };
+
+/**
+ * Every try, the first included, goes only while this worker's lease holds by its own clock: a
+ * worker that stalled past it since the step was recorded (or since the try before) may find
+ * the call made by the run's new holder, its outcome recorded (StepRequest.holdsLease).
+ */
+function sendOnlyWhileHeld(step: StepRequest): void {
+  if (!step.holdsLease()) throw new CallAbandoned('the lease on the run ran out before the call was sent: another worker may hold the run');
+}
 
 function urlOf(step: StepRequest): unknown {
   try {

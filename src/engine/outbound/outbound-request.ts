@@ -28,6 +28,11 @@ export interface OutboundRequest {
   body: string | null;
   timeoutMs: number;
   maxBodyBytes: number;
+  /**
+   * Called once the address is resolved and checked, right before connecting: it throws to send
+   * nothing (the engine's check that the worker still holds the run: a DNS lookup may stall).
+   */
+  beforeSend?: () => void;
 }
 
 export interface OutboundAnswer {
@@ -81,6 +86,7 @@ export async function sendOutbound(request: OutboundRequest, allow: AllowList, p
   const agent = proxy?.agentFor(url, giveUp.signal) ?? null;
   if (agent) {
     if (!allow.namesHost(host, port)) checkAll(allow, host, port, await resolve(host, true));
+    request.beforeSend?.();
     return exchange(request, target, { agent }, giveUp);
   }
   const addresses = await resolve(host, false);
@@ -95,6 +101,7 @@ export async function sendOutbound(request: OutboundRequest, allow: AllowList, p
     } else callback(null, usable[0].address, usable[0].family);
   };
   // A fresh connection per request: a pooled socket could outlive the address check.
+  request.beforeSend?.();
   return exchange(request, target, { lookup: vettedLookup, agent: false }, giveUp);
 }
 
