@@ -57,6 +57,23 @@ describe('SqliteWalSync', () => {
     expect(await settled(fourth)).toBe('resolved');
   });
 
+  it('gives the callers of one turn of the event loop one flush (the answers of one committed batch)', async () => {
+    const { file, flushes } = gatedFile();
+    const sync = new SqliteWalSync('/nowhere-wal', async () => file);
+    // The answers of one batch come one after the other, each a few promise steps apart.
+    const answers: Promise<void>[] = [];
+    for (let i = 0; i < 20; i++) {
+      answers.push(sync.sync());
+      await Promise.resolve();
+      await Promise.resolve();
+    }
+    await settled(answers[0]);
+    expect(flushes).toHaveLength(1);
+    flushes[0].done();
+    for (const answer of answers) expect(await settled(answer)).toBe('resolved');
+    expect(flushes).toHaveLength(1);
+  });
+
   it('fails the callers of a flush that failed (the disk refused it), and flushes again for the next', async () => {
     const { file, flushes } = gatedFile();
     const sync = new SqliteWalSync('/nowhere-wal', async () => file);
