@@ -52,7 +52,13 @@ export interface AuditEvent {
   details: Record<string, unknown>;
 }
 
+/**
+ * The row of one event. The request is noted as having written one, so that an answer to a read
+ * it audited waits, like an answer to a write, until the store has the event on disk
+ * (http/plugins/durable-answers.ts): every way an event is written builds its row here.
+ */
 export function auditRow(ctx: RequestContext, at: string, input: AuditInput) {
+  auditedRequests.add(ctx);
   return {
     id: uuidv7(Date.parse(at)),
     tenant_id: ctx.tenantId,
@@ -69,31 +75,21 @@ export function auditRow(ctx: RequestContext, at: string, input: AuditInput) {
   };
 }
 
-/**
- * Appends audit events; call it in the same transaction as the change it records. The request
- * is noted as having written one, so that an answer to a read it audited waits, like an answer
- * to a write, until the store has the event on disk (http/plugins/durable-answers.ts).
- */
+/** Requests (by their context, one object per request) that built an audit event's row. */
+const auditedRequests = new WeakSet<RequestContext>();
+
+/** Whether this request wrote an audit event: a read it audited handed out health data. */
+export function wroteAuditEvent(ctx: RequestContext): boolean {
+  return auditedRequests.has(ctx);
+}
+
+/** Appends audit events; call it in the same transaction as the change it records. */
 export async function recordAudit(db: DbOrTx, ctx: RequestContext, at: string, inputs: AuditInput[]): Promise<void> {
   if (inputs.length === 0) return;
   await db
     .insertInto('audit_events')
     .values(inputs.map((input) => auditRow(ctx, at, input)))
     .execute();
-  noteAuditWritten(ctx);
-}
-
-/** Requests (by their context, one object per request) that wrote an audit event. */
-const auditedRequests = new WeakSet<RequestContext>();
-
-/** For a statement that writes a request's audit event itself (a search's page on PostgreSQL). */
-export function noteAuditWritten(ctx: RequestContext): void {
-  auditedRequests.add(ctx);
-}
-
-/** Whether this request wrote an audit event: a read it audited handed out health data. */
-export function wroteAuditEvent(ctx: RequestContext): boolean {
-  return auditedRequests.has(ctx);
 }
 
 export interface AuditListQuery {

@@ -11,7 +11,7 @@
 import type { Db, DbOrTx } from '../../storage/database.js';
 import { dialectOfDb } from '../../storage/dialect.js';
 import type { RequestContext } from '../../auth/context.js';
-import { noteAuditWritten, recordAudit } from '../audit/audit.repository.js';
+import { recordAudit } from '../audit/audit.repository.js';
 import { countRecords, findMatches, findRecordPage, findUnchangedPage, type RecordCriteria } from './search.repository.js';
 import { countExecuted, searchExecuted, searchExecutedAroundIds, type SearchFacts } from './search-audit.js';
 import {
@@ -58,12 +58,8 @@ export async function searchRecords(db: Db, ctx: RequestContext, body: SearchBod
       pageQuery,
       audited ? (total) => searchExecutedAroundIds(ctx, at, { ...criteria, total, limit, offset }) : undefined,
     );
-    if (unchanged) {
-      if (audited) noteAuditWritten(ctx);
-      return { total: unchanged.total, limit, offset, results: unchanged.hits };
-    }
+    if (unchanged) return { total: unchanged.total, limit, offset, results: unchanged.hits };
     const { facts, page } = await db.transaction().setIsolationLevel('repeatable read').execute(read);
-    if (page.audited) noteAuditWritten(ctx);
     if (audited && !page.audited) await recordAudit(db, ctx, at, [searchExecuted(facts, page.hits.map((hit) => hit.id))]);
     return { total: facts.total, limit, offset, results: page.hits };
   }
