@@ -52,13 +52,7 @@ export interface AuditEvent {
   details: Record<string, unknown>;
 }
 
-/**
- * The row of one event. The request is noted as having written one, so that an answer to a read
- * it audited waits, like an answer to a write, until the store has the event on disk
- * (http/plugins/durable-answers.ts): every way an event is written builds its row here.
- */
 export function auditRow(ctx: RequestContext, at: string, input: AuditInput) {
-  auditedRequests.add(ctx);
   return {
     id: uuidv7(Date.parse(at)),
     tenant_id: ctx.tenantId,
@@ -73,14 +67,6 @@ export function auditRow(ctx: RequestContext, at: string, input: AuditInput) {
     outcome: input.outcome ?? 'success',
     details: JSON.stringify(input.details ?? {}),
   };
-}
-
-/** Requests (by their context, one object per request) that built an audit event's row. */
-const auditedRequests = new WeakSet<RequestContext>();
-
-/** Whether this request wrote an audit event: a read it audited handed out health data. */
-export function wroteAuditEvent(ctx: RequestContext): boolean {
-  return auditedRequests.has(ctx);
 }
 
 /** Appends audit events; call it in the same transaction as the change it records. */
