@@ -35,9 +35,11 @@ export type OpenForFlush = (path: string) => Promise<FlushableFile>;
 export class SqliteWalSync {
   private file: Promise<FlushableFile | null> | null = null;
   private running: Promise<void> | null = null;
-  private queued: Promise<void> | null = null;
-  /** A flush due at the end of this turn of the event loop, shared by every caller until then. */
-  private starting: Promise<void> | null = null;
+  /**
+   * The next flush, not begun yet, shared by every caller until it begins: after the running one
+   * ends, or at the end of this turn of the event loop when none runs.
+   */
+  private next: Promise<void> | null = null;
   private closed = false;
 
   constructor(
@@ -48,21 +50,14 @@ export class SqliteWalSync {
   /** Resolves once every transaction committed before the call is on disk. */
   sync(): Promise<void> {
     if (this.closed) return Promise.resolve();
-    // A flush already running may have begun before the caller's commit: the next one serves it.
-    // Whether that one succeeds or fails: its failure is not the caller's answer.
-    if (this.running) {
-      const next = () => {
-        this.queued = null;
-        return this.flush();
-      };
-      this.queued ??= this.running.then(next, next);
-      return this.queued;
-    }
-    this.starting ??= new Promise<void>((resolve) => setImmediate(resolve)).then(() => {
-      this.starting = null;
+    const begin = () => {
+      this.next = null;
       return this.flush();
-    });
-    return this.starting;
+    };
+    // A flush already running may have begun before the caller's commit: the next one serves it,
+    // whether the running one succeeds or fails (its failure is not the caller's answer).
+    this.next ??= this.running ? this.running.then(begin, begin) : new Promise<void>((resolve) => setImmediate(resolve)).then(begin);
+    return this.next;
   }
 
   /** Flushes what was committed, then lets the file go (also when the flush failed: it throws). */
