@@ -78,8 +78,13 @@ export function interruptedCallAudit(step: CallStep, target: Pick<CallDisclosure
   return httpSentAudit(step, { ...target, tries: null, status: null }, false, { interruptedStepId });
 }
 
+/**
+ * A `record.tags.change` event: the record changed (the subject's, or the run's own Pathway
+ * record) and the run's patient record (`subjectRecordId`, null without one), as in the run's
+ * other events: a tag put on a patient's pathway is found by the patient's record too.
+ */
 export function tagsChangedAudit(
-  step: { runId: string; nodeId: string; automationId: string },
+  step: { runId: string; nodeId: string; automationId: string; subjectRecordId: string | null },
   record: { id: string; target: 'subject' | 'pathway' },
   add: string[],
   remove: string[],
@@ -88,6 +93,14 @@ export function tagsChangedAudit(
     action: 'record.tags.change',
     resourceType: 'record',
     resourceId: record.id,
-    details: { target: record.target, runId: step.runId, nodeId: step.nodeId, automationId: step.automationId, add, remove },
+    details: {
+      target: record.target,
+      runId: step.runId,
+      nodeId: step.nodeId,
+      automationId: step.automationId,
+      subjectRecordId: step.subjectRecordId,
+      add,
+      remove,
+    },
   };
 }

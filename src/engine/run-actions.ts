@@ -64,7 +64,7 @@ export async function applyRunAction(
   // A deadlock with another transaction (40P01) rolled ours back whole: deciding again is safe.
   for (let attempt = 0; attempt < 5; attempt++) {
     const outcome = await db.transaction().execute(async (tx) => {
-      await holding(tx, tx.selectFrom('runs').select('id').where('id', '=', runId)).execute();
+      const [held] = await holding(tx, tx.selectFrom('runs').select(['id', 'subject_record_id']).where('id', '=', runId)).execute();
       const run = await findRun(tx, ctx.workspaceId, runId);
       if (!run) throw notFound('run');
       const decision = decideRunAction(action, run.automationStatus as RunStatus);
@@ -76,7 +76,13 @@ export async function applyRunAction(
       // A cancel interrupts any wait; a pause leaves waits and timers to resume (timers.ts).
       if (decision.to === 'canceled') await interruptWaits(tx, runId, at, 'the run was canceled');
       await recordAudit(tx, ctx, at, [
-        { action: `run.${action}`, resourceType: 'run', resourceId: runId, details: { from: run.automationStatus, to: decision.to } },
+        {
+          action: `run.${action}`,
+          resourceType: 'run',
+          resourceId: runId,
+          // The patient record the run is about, as in the run's other events (found by `recordId`).
+          details: { from: run.automationStatus, to: decision.to, subjectRecordId: held?.subject_record_id ?? null },
+        },
       ]);
       return { run: { ...run, automationStatus: decision.to, updatedAt: at }, changed: true };
     }).catch((error: unknown) => {

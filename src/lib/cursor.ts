@@ -46,7 +46,9 @@ export interface Page<T> {
  * row more than the page to know whether another page follows, and maps the rows. Every list
  * endpoint pages this way, so rows inserted while a client pages never shift or repeat items.
  * Without a `limit` (the webhook list, a bare array) every row after the cursor is the page.
- * `list` names the list in its cursors, which no other list takes.
+ * `list` names the list in its cursors, which no other list takes. `idColumn` is the column the
+ * keyset reads, `id` unless a list reads its rows through another table that holds the same ids
+ * in its index (the audit list by record: `r.event_id`, the id of the row it joins).
  */
 export async function newestFirstPage<Row extends { id: string }, T>(
   select: {
@@ -58,10 +60,12 @@ export async function newestFirstPage<Row extends { id: string }, T>(
   query: { limit?: number; cursor?: string },
   toItem: (row: Row) => T,
   list: string,
+  idColumn = 'id',
 ): Promise<Page<T>> {
+  const id = sql.ref<string>(idColumn);
   let paged = select;
-  if (query.cursor) paged = paged.where(sql.ref<string>('id'), '<', decodeCursor(query.cursor, list));
-  paged = paged.orderBy(sql.ref<string>('id'), 'desc');
+  if (query.cursor) paged = paged.where(id, '<', decodeCursor(query.cursor, list));
+  paged = paged.orderBy(id, 'desc');
   if (query.limit === undefined) return { data: (await paged.execute()).map(toItem), nextCursor: null };
   const rows = await paged.limit(query.limit + 1).execute();
   const page = rows.slice(0, query.limit);

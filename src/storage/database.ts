@@ -192,6 +192,13 @@ export interface AuditEventTable {
   details: string;
 }
 
+/** The search records an audit event names, one row each (modules/audit/README.md). */
+export interface AuditEventRecordTable {
+  workspace_id: string;
+  record_id: string;
+  event_id: string;
+}
+
 export interface WebhookTable {
   id: string;
   workspace_id: string;
@@ -377,6 +384,7 @@ export interface Database {
   record_tag_changes: RecordTagChangeTable;
   tag_bitmaps: TagBitmapTable;
   audit_events: AuditEventTable;
+  audit_event_records: AuditEventRecordTable;
   webhooks: WebhookTable;
   webhook_secrets: WebhookSecretTable;
   workspace_secrets: WorkspaceSecretTable;

@@ -8,6 +8,7 @@ import { createContainer, type Container } from '../../src/container.js';
 import { createLogger } from '../../src/lib/logger.js';
 import { ManualClock } from '../../src/lib/clock.js';
 import { systemContext } from '../../src/auth/context.js';
+import { uuidv7 } from '../../src/lib/ids.js';
 import { hashApiKey } from '../../src/auth/api-keys.js';
 import { findActiveKey } from '../../src/auth/key.repository.js';
 import { recordAudit } from '../../src/modules/audit/audit.repository.js';
@@ -390,6 +391,38 @@ function suite(kind: StoreKind) {
 
       it('refuses a --since that is not a time', () => {
         expect(() => parseAdminArgv(['audit', 'export', '--workspace', 'w', '--since', 'last week'])).toThrow(UsageError);
+      });
+
+      it('exports the events of one record (--record) or one key (--key), oldest first, with --since too', async () => {
+        const workspaceId = await newWorkspace();
+        const tenantId = (await findWorkspace(container.db, workspaceId))!.tenant_id;
+        const [ada, bob, runA, runB, leaked, other] = Array.from({ length: 6 }, () => uuidv7());
+        const as = (keyId: string) => ({ ...systemContext(tenantId, workspaceId, 'req'), keyId });
+        const start = Date.parse('2024-04-01T00:00:00.000Z');
+        const at = (minute: number) => new Date(start + minute * 60_000).toISOString();
+        await recordAudit(container.db, as(leaked), at(0), [{ action: 'run.create', resourceType: 'run', resourceId: runA, details: { subjectRecordId: ada } }]);
+        await recordAudit(container.db, as(other), at(1), [{ action: 'run.create', resourceType: 'run', resourceId: runB, details: { subjectRecordId: bob } }]);
+        await recordAudit(container.db, as(leaked), at(2), [
+          { action: 'search.execute', resourceType: 'search', resourceId: null, details: { resourceType: 'Patient', filters: [], total: 2, limit: 10, offset: 0, ids: [bob, ada] } },
+        ]);
+        await recordAudit(container.db, as(other), at(3), [{ action: 'run.cancel', resourceType: 'run', resourceId: runA, details: { subjectRecordId: ada } }]);
+        await recordAudit(container.db, as(leaked), at(4), [{ action: 'query.create', resourceType: 'query', resourceId: uuidv7(), details: { name: 'q' } }]);
+
+        const exported = async (...flags: string[]) =>
+          (await runArgv(container, ['audit', 'export', '--workspace', workspaceId, ...flags]))
+            .trimEnd()
+            .split('\n')
+            .filter((line) => line !== '')
+            .map((line) => JSON.parse(line))
+            .map((event) => `${event.action} ${event.at.slice(14, 16)}`);
+        expect(await exported('--record', ada.toUpperCase())).toEqual(['run.create 00', 'search.execute 02', 'run.cancel 03']);
+        expect(await exported('--record', bob)).toEqual(['run.create 01', 'search.execute 02']);
+        expect(await exported('--key', leaked)).toEqual(['run.create 00', 'search.execute 02', 'query.create 04']);
+        expect(await exported('--key', leaked, '--record', bob)).toEqual(['search.execute 02']);
+        expect(await exported('--record', ada, '--since', '2024-04-01T00:02:00Z')).toEqual(['search.execute 02', 'run.cancel 03']);
+        expect(await exported('--record', uuidv7())).toEqual([]);
+        expect(() => parseAdminArgv(['audit', 'export', '--workspace', workspaceId, '--record', 'mrn-1'])).toThrow(/--record must be a record id/);
+        expect(() => parseAdminArgv(['audit', 'export', '--workspace', workspaceId, '--key', 'abc'])).toThrow(UsageError);
       });
     });
 

@@ -46,9 +46,15 @@ describeEachStore('engine: automations', (env) => {
     expect(JSON.parse(created.details)).toMatchObject({ triggerId, subjectRecordId: subjectId });
     const changes = events.filter((e) => e.action === 'record.tags.change');
     expect(changes.map((e) => [e.resource_type, e.resource_id, e.request_id, e.key_name, e.tenant_id, JSON.parse(e.details)])).toEqual([
-      ['record', subjectId, `run:${runId}`, 'carepath', ws.tenantId, { target: 'subject', runId, nodeId: 'mark', automationId: 'due', add: ['review-due'], remove: ['review-done'] }],
-      ['record', runId, `run:${runId}`, 'carepath', ws.tenantId, { target: 'pathway', runId, nodeId: 'mark', automationId: 'path', add: ['needs-call'], remove: [] }],
+      ['record', subjectId, `run:${runId}`, 'carepath', ws.tenantId, { target: 'subject', runId, nodeId: 'mark', automationId: 'due', subjectRecordId: subjectId, add: ['review-due'], remove: ['review-done'] }],
+      ['record', runId, `run:${runId}`, 'carepath', ws.tenantId, { target: 'pathway', runId, nodeId: 'mark', automationId: 'path', subjectRecordId: subjectId, add: ['needs-call'], remove: [] }],
     ]);
+    // Both are found by the patient's record (a tag on the patient's pathway too), and the
+    // Pathway record's change by the run's own record.
+    const byRecord = async (recordId: string) =>
+      (await ws.call('GET', `/v1/audit-events?recordId=${recordId}&action=record.tags.change`)).json().data.map((e: { resourceId: string }) => e.resourceId);
+    expect(await byRecord(subjectId)).toEqual([runId, subjectId]);
+    expect(await byRecord(runId)).toEqual([runId]);
     // A run without a subject: run.create says so (null), as the other run events do.
     const bare = await fire(ws, (await webTriggerFor(ws, chain('No subject', [{ id: 'x', automations: [{ id: 's', type: 'set', with: { vars: { a: '1' } } }] }]))).triggerId);
     const bareCreated = await env.db.selectFrom('audit_events').select('details').where('resource_id', '=', bare).where('action', '=', 'run.create').executeTakeFirstOrThrow();

@@ -370,6 +370,9 @@ describeEachStore('engine: http automation', (env) => {
     const listed = await ws.call('GET', '/v1/audit-events?action=http.send');
     expect(listed.statusCode).toBe(200);
     expect(listed.json().data.map((e: { resourceId: string }) => e.resourceId).sort()).toEqual([okRun, busyRun].sort());
+    // An accounting of disclosures: found by the patient's record, which only the first names.
+    const disclosed = await ws.call('GET', `/v1/audit-events?recordId=${subjectId}&action=http.send`);
+    expect(disclosed.json().data.map((e: { resourceId: string }) => e.resourceId)).toEqual([okRun]);
   });
 
   it('a try the allow-list refuses after an answer (the name now resolves elsewhere) keeps that answer as the last one in the trail', async () => {

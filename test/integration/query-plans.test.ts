@@ -8,7 +8,7 @@ import { CompiledQuery } from 'kysely';
 import { describeEachStore } from '../helpers/test-env.js';
 import { sqliteConnectionOf } from '../../src/storage/connect.js';
 
-const PLANS: { what: string; sql: string; index: RegExp }[] = [
+const PLANS: { what: string; sql: string; index: RegExp | RegExp[] }[] = [
   {
     what: "a trigger's runs, newest first",
     sql: 'select id from runs where workspace_id = ? and trigger_id = ? order by id desc limit 26',
@@ -29,6 +29,21 @@ const PLANS: { what: string; sql: string; index: RegExp }[] = [
     sql: 'select * from audit_events where workspace_id = ? and at >= ? and id >= ? order by id desc limit 26',
     index: /^SEARCH audit_events USING INDEX audit_list \(workspace_id=\? AND id>\?\)$/,
   },
+  {
+    what: "a key's audit events, newest first",
+    sql: 'select * from audit_events where workspace_id = ? and key_id = ? and id < ? order by id desc limit 26',
+    index: /^SEARCH audit_events USING INDEX audit_by_key \(workspace_id=\? AND key_id=\? AND id<\?\)$/,
+  },
+  {
+    what: "a record's audit events, newest first: its index rows in order, each event by its id",
+    sql:
+      'select e.* from audit_event_records as r cross join audit_events as e where e.id = r.event_id and r.workspace_id = ? and r.record_id = ? ' +
+      'and e.workspace_id = ? and e.action = ? and r.event_id < ? order by r.event_id desc limit 26',
+    index: [
+      /^SEARCH r USING PRIMARY KEY \(workspace_id=\? AND record_id=\? AND event_id<\?\)$/,
+      /^SEARCH e USING (INDEX \w+|PRIMARY KEY) \((workspace_id=\? AND (action=\? AND )?)?id=\?\)$/,
+    ],
+  },
 ];
 
 describeEachStore('query plans of big lists', (env) => {
@@ -42,13 +57,19 @@ describeEachStore('query plans of big lists', (env) => {
       expect(definitions).toMatch(/runs_by_trigger_status .*\(workspace_id, trigger_id, automation_status, id\)/);
       expect(definitions).not.toMatch(/ runs_trigger /);
       expect(definitions).not.toMatch(/ runs_trigger_status /);
+      const audit = await env.db.executeQuery<{ indexdef: string }>(
+        CompiledQuery.raw(`select indexdef from pg_indexes where schemaname = current_schema() and tablename in ('audit_events', 'audit_event_records')`),
+      );
+      const auditDefinitions = audit.rows.map((row) => row.indexdef).join('\n');
+      expect(auditDefinitions).toMatch(/audit_by_key .*\(workspace_id, key_id, id\)/);
+      expect(auditDefinitions).toMatch(/audit_event_records_pk .*\(workspace_id, record_id, event_id\)/);
       return;
     }
     const connection = sqliteConnectionOf(env.db)!;
     for (const { what, sql, index } of PLANS) {
       const parameters = Array.from({ length: (sql.match(/\?/g) ?? []).length }, () => 'x');
       const plan = (connection.prepare(`explain query plan ${sql}`).all(...parameters) as { detail: string }[]).map((row) => row.detail);
-      expect(plan, what).toEqual([expect.stringMatching(index)]);
+      expect(plan, what).toEqual((Array.isArray(index) ? index : [index]).map((line) => expect.stringMatching(line)));
     }
   });
 });

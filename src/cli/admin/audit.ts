@@ -1,11 +1,13 @@
 /**
  * `carepath admin audit export`: the workspace's audit events as NDJSON, oldest first, read in
- * pages so an export of years of events holds one page in memory at a time (DESIGN §10).
+ * pages so an export of years of events holds one page in memory at a time (DESIGN §10). The
+ * API's filters `since`, `recordId` and `keyId` are `--since`, `--record` and `--key`.
  */
 import { DateTime } from 'luxon';
 import type { Container } from '../../container.js';
 import { listAuditEventsAfter, type AuditEvent } from '../../modules/audit/audit.repository.js';
 import { UsageError } from '../errors.js';
+import { isUuid } from '../../lib/ids.js';
 import { optionalFlag, requireWorkspace, workspaceFlag, type AdminCommand } from './command.js';
 
 const PAGE_SIZE = 500;
@@ -14,6 +16,10 @@ export interface AuditExportArgs {
   workspaceId: string;
   /** ISO 8601 UTC; events at or after it. */
   since?: string;
+  /** Events that name this search record (as the API's `recordId`). */
+  recordId?: string;
+  /** Events made with this key (as the API's `keyId`). */
+  keyId?: string;
 }
 
 /** `2024-05-01`, `2024-05-01T08:00:00+02:00` … → the stored form, ISO UTC with milliseconds. */
@@ -23,16 +29,24 @@ export function parseSince(text: string): string {
   return new Date(time.toMillis()).toISOString();
 }
 
+/** A record or key id given on the command line: a UUID, taken in either case. */
+function uuidFlag(flag: string, what: string, text: string): string {
+  if (!isUuid(text)) throw new UsageError(`--${flag} must be ${what} (a UUID), got "${text}"`);
+  return text.toLowerCase();
+}
+
 /**
  * Yields every matching event, oldest first: in id order, the API's order reversed. Ids are
  * UUID v7 made as each event is written, so id order is write order and the keyset query rides
- * the (workspace_id, id) index however large the table.
+ * an index however large the table: (workspace_id, id), or with `--record` the record's index
+ * rows, with `--key` (workspace_id, key_id, id).
  */
 export async function* auditExport(container: Container, args: AuditExportArgs): AsyncGenerator<AuditEvent> {
   await requireWorkspace(container, args.workspaceId);
   let afterId: string | undefined;
   for (;;) {
-    const page = await listAuditEventsAfter(container.db, args.workspaceId, { since: args.since, afterId, limit: PAGE_SIZE });
+    const { since, recordId, keyId } = args;
+    const page = await listAuditEventsAfter(container.db, args.workspaceId, { since, recordId, keyId, afterId, limit: PAGE_SIZE });
     yield* page;
     if (page.length < PAGE_SIZE) return;
     afterId = page[page.length - 1].id;
@@ -42,14 +56,18 @@ export async function* auditExport(container: Container, args: AuditExportArgs):
 const exportCommand: AdminCommand<AuditExportArgs> = {
   noun: 'audit',
   verb: 'export',
-  synopsis: '--workspace <workspaceId> [--since <ISO time>]',
-  flags: ['workspace', 'since'],
+  synopsis: '--workspace <workspaceId> [--since <ISO time>] [--record <recordId>] [--key <keyId>]',
+  flags: ['workspace', 'since', 'record', 'key'],
   positionals: [],
   parse(input) {
     const since = optionalFlag(input, 'since');
+    const record = optionalFlag(input, 'record');
+    const key = optionalFlag(input, 'key');
     return {
       workspaceId: workspaceFlag(input),
       ...(since === undefined ? {} : { since: parseSince(since) }),
+      ...(record === undefined ? {} : { recordId: uuidFlag('record', 'a record id', record) }),
+      ...(key === undefined ? {} : { keyId: uuidFlag('key', 'a key id', key) }),
     };
   },
   // One event per line is already the machine form, and many values are not the one --json promises.

@@ -56,6 +56,15 @@ function runWriter(connection: BetterSqlite3.Database): (runs: PreparedRun[]) =>
   const tags = connection.prepare(
     `insert into record_tags (record_id, workspace_id, tag) select value ->> 0, value ->> 1, value ->> 4 from json_each(?)`,
   );
+  // The run.create events' rows in the audit index by record (the run's Pathway record and its
+  // subject, as `recordIdsOf` names them): one statement per batch, from the same JSON rows.
+  const auditRecords = connection.prepare(
+    `with written as (select value from json_each(?))
+     insert into audit_event_records (workspace_id, record_id, event_id)
+     select value ->> 1, value ->> 0, value ->> 5 from written
+     union all
+     select value ->> 1, value ->> 6, value ->> 5 from written where value ->> 6 is not null and value ->> 6 <> value ->> 0`,
+  );
   const audit = connection.prepare(
     `insert into audit_events (id, tenant_id, workspace_id, at, action, request_id, key_id, key_name,
                                resource_type, resource_id, outcome, details)
@@ -74,8 +83,9 @@ function runWriter(connection: BetterSqlite3.Database): (runs: PreparedRun[]) =>
       if (changes === 1) won.add(i);
     }
 
-    // [run id, workspace, name, at, status] of each run written, for the records and tags.
-    const pathways: [string, string, string, string, string][] = [];
+    // [run id, workspace, name, at, status, audit event id, subject record id] of each run
+    // written, for the records, tags and audit index rows.
+    const pathways: [string, string, string, string, string, string, string | null][] = [];
     runs.forEach((r, i) => {
       if (r.claim && !won.has(i)) return;
       const workspaceId = r.ctx.workspaceId;
@@ -83,8 +93,8 @@ function runWriter(connection: BetterSqlite3.Database): (runs: PreparedRun[]) =>
         r.runId, workspaceId, r.triggerId, r.blueprint.id, r.blueprint.version, r.blueprint.name, r.idempotencyKey,
         r.status, r.payloadJson, r.subjectRecordId, r.at, r.at, r.at,
       );
-      pathways.push([r.runId, workspaceId, r.blueprint.name, r.at, r.status]);
       const a = runCreatedAudit(r);
+      pathways.push([r.runId, workspaceId, r.blueprint.name, r.at, r.status, a.id, r.subjectRecordId]);
       audit.run(a.id, a.tenant_id, a.workspace_id, a.at, a.action, a.request_id, a.key_id, a.key_name,
         a.resource_type, a.resource_id, a.outcome, a.details);
       outcomes[i] = { kind: 'created', runId: r.runId };
@@ -93,6 +103,7 @@ function runWriter(connection: BetterSqlite3.Database): (runs: PreparedRun[]) =>
       const rows = JSON.stringify(pathways);
       records.run(rows);
       tags.run(rows);
+      auditRecords.run(rows);
     }
 
     // Runs not written read the claim that stands (earlier, another process, or this batch).

@@ -22,6 +22,15 @@ const ListAuditQuery = Type.Object(
   {
     action: Type.Optional(Type.String({ minLength: 1, maxLength: 100 })),
     since: Type.Optional(Type.String({ format: 'date-time' })),
+    recordId: Type.Optional({
+      ...Uuid,
+      description:
+        'Events that touched this search record (a Patient, Practitioner or Pathway record; a run\'s Pathway record has the run\'s id): ' +
+        'the events of runs about it or of its own run (run.create, run.start, run.cancel, run.pause, run.resume, run.steps.read, ' +
+        'run.graph.read, run.error.read, http.send, record.tags.change), the searches that returned it (search.execute) and the ' +
+        'deliveries that held its patient\'s data (delivery.process). Read from an index. A record of another workspace: an empty list.',
+    }),
+    keyId: Type.Optional({ ...Uuid, description: 'Events made with this API key. A key of another workspace: an empty list.' }),
     limit: Type.Optional(PageLimit),
     cursor: Type.Optional(CursorParam),
   },
@@ -37,6 +46,9 @@ export function registerAuditRoutes(api: Api, container: Container): void {
         tags: ['Audit'],
         operationId: 'listAuditEvents',
         summary: 'Audit events of this workspace, newest first',
+        description:
+          'Filters combine: `action`, `since` (events at or after it), `recordId` (who touched a record), `keyId` (what a key did). ' +
+          'Paged newest first by `limit` and `cursor` (the `nextCursor` of the page before, sent with the same filters).',
         querystring: ListAuditQuery,
         response: { 200: ListEnvelope(AuditEventSchema), ...commonErrors },
       },

@@ -1,8 +1,11 @@
+import { sql, type RawBuilder } from 'kysely';
 import type { AuditEventTable, DbOrTx } from '../../storage/database.js';
 import type { RequestContext } from '../../auth/context.js';
 import { lowestUuidv7At, uuidv7 } from '../../lib/ids.js';
 import { newestFirstPage, type Page } from '../../lib/cursor.js';
 import { parseJson } from '../../lib/json.js';
+import { dialectOfDb } from '../../storage/dialect.js';
+import { withinTransaction } from '../../storage/transaction.js';
 
 /** The actions the interface spec names, plus the ones this service adds (DESIGN §10). */
 export type AuditAction =
@@ -69,27 +72,149 @@ export function auditRow(ctx: RequestContext, at: string, input: AuditInput) {
   };
 }
 
-/** Appends audit events; call it in the same transaction as the change it records. */
-export async function recordAudit(db: DbOrTx, ctx: RequestContext, at: string, inputs: AuditInput[]): Promise<void> {
-  if (inputs.length === 0) return;
-  await db
-    .insertInto('audit_events')
-    .values(inputs.map((input) => auditRow(ctx, at, input)))
-    .execute();
+/**
+ * The search records (Patient, Practitioner, Pathway; a run's Pathway record has the run's id)
+ * an event names, which `GET /v1/audit-events?recordId=` finds it by (README.md has the mapping
+ * per action). Read from the event alone, by field: its resource id when the resource is a run
+ * or a record, `details.subjectRecordId`, `details.patientRecordIds`, and a search's
+ * `details.ids` (handed on as they are, not copied: the store makes a page's rows).
+ * Migration 0021 names the same for the events stored before it; the stores' own writers
+ * (run-creation/batch-writer-*.ts, search/walk-in-store.ts) name the same in SQL.
+ */
+export function recordIdsOf(input: AuditInput): readonly string[] {
+  const details = input.details ?? {};
+  const own = (input.resourceType === 'run' || input.resourceType === 'record') && input.resourceId ? [input.resourceId] : [];
+  const subject = typeof details.subjectRecordId === 'string' ? [details.subjectRecordId] : [];
+  const patients = stringsIn(details.patientRecordIds);
+  const returned = input.resourceType === 'search' ? stringsIn(details.ids) : [];
+  if (own.length + subject.length + patients.length === 0) return returned;
+  return [...own, ...subject, ...patients, ...returned];
 }
 
-export interface AuditListQuery {
+function stringsIn(value: unknown): readonly string[] {
+  if (!Array.isArray(value)) return [];
+  return value.every((item) => typeof item === 'string') ? value : value.filter((item) => typeof item === 'string');
+}
+
+/** An event's row and the records it names: what `writeAuditEntries` writes. */
+export interface AuditEntry {
+  row: ReturnType<typeof auditRow>;
+  recordIds: readonly string[];
+}
+
+export function auditEntry(ctx: RequestContext, at: string, input: AuditInput): AuditEntry {
+  return { row: auditRow(ctx, at, input), recordIds: recordIdsOf(input) };
+}
+
+/** Appends audit events; call it in the same transaction as the change it records. */
+export async function recordAudit(db: DbOrTx, ctx: RequestContext, at: string, inputs: AuditInput[]): Promise<void> {
+  await writeAuditEntries(
+    db,
+    inputs.map((input) => auditEntry(ctx, at, input)),
+  );
+}
+
+/**
+ * Writes events and the rows that index them by record (`audit_event_records`) together, so an
+ * event is never found without its index rows or the other way round. PostgreSQL: ONE statement
+ * (the events' INSERT a data-modifying CTE), as many round trips as before. SQLite: the two
+ * INSERTs in one transaction (the caller's, when it holds one). The index rows travel as one
+ * JSON parameter, `[[eventId, workspaceId, [recordId, …]], …]`, and the store makes the rows
+ * (no work per id here); a record named twice by one event is one row.
+ */
+export async function writeAuditEntries(db: DbOrTx, entries: readonly AuditEntry[]): Promise<void> {
+  if (entries.length === 0) return;
+  const rows = entries.map((entry) => entry.row);
+  const named = entries.filter((entry) => entry.recordIds.length > 0);
+  if (named.length === 0) {
+    await db.insertInto('audit_events').values(rows).execute();
+    return;
+  }
+  const json = JSON.stringify(named.map((entry) => [entry.row.id, entry.row.workspace_id, entry.recordIds]));
+  if (dialectOfDb(db) === 'postgres') {
+    await db
+      .with('written', (qc) => qc.insertInto('audit_events').values(rows))
+      .insertInto('audit_event_records')
+      .columns(['workspace_id', 'record_id', 'event_id'])
+      .expression(
+        sql`select e.value ->> 1, r.value, e.value ->> 0
+            from json_array_elements(cast(${json} as json)) e cross join json_array_elements_text(e.value -> 2) r`,
+      )
+      .onConflict((conflict) => conflict.doNothing())
+      .execute();
+    return;
+  }
+  await withinTransaction(db, async (tx) => {
+    await tx.insertInto('audit_events').values(rows).execute();
+    // `where true`: SQLite reads `ON CONFLICT` after a bare `FROM` as a join's constraint.
+    await tx
+      .insertInto('audit_event_records')
+      .columns(['workspace_id', 'record_id', 'event_id'])
+      .expression(sql`select e.value ->> 1, r.value, e.value ->> 0 from json_each(${json}) e, json_each(e.value, '$[2]') r where true`)
+      .onConflict((conflict) => conflict.doNothing())
+      .execute();
+  });
+}
+
+export interface AuditFilters {
   action?: string;
   since?: string;
+  /** Events that name this search record (`audit_event_records`). */
+  recordId?: string;
+  /** Events made with this key. */
+  keyId?: string;
+}
+
+export interface AuditListQuery extends AuditFilters {
   limit: number;
   cursor?: string;
 }
 
 export async function listAuditEvents(db: DbOrTx, workspaceId: string, query: AuditListQuery): Promise<Page<AuditEvent>> {
+  const { select, idColumn } = filteredEvents(db, workspaceId, query);
+  return newestFirstPage(select, query, toAuditEvent, 'audit-events', idColumn);
+}
+
+/** A read of events that a keyset pages on (`newestFirstPage`, `listAuditEventsAfter`). */
+interface EventSelect {
+  where(lhs: RawBuilder<string>, op: '<' | '>', rhs: string): EventSelect;
+  orderBy(ref: RawBuilder<string>, direction: 'asc' | 'desc'): EventSelect;
+  limit(n: number): EventSelect;
+  execute(): Promise<AuditEventTable[]>;
+}
+
+/**
+ * The workspace's events that pass `filters`, keyed by `idColumn` (the event's id, as the
+ * column a keyset reads in order). With `recordId` the read starts from the record's index rows,
+ * `(workspace_id, record_id, event_id)`, newest or oldest first, and joins each event by its
+ * primary key; the other filters are checked on the events read. Without it, `keyId` reads the
+ * `(workspace_id, key_id, id)` index, `action` the `(workspace_id, action, id)` one, and the rest
+ * the `(workspace_id, id)` one. A record or key of another workspace names none of this
+ * workspace's events: its list is empty.
+ */
+function filteredEvents(db: DbOrTx, workspaceId: string, filters: AuditFilters): { select: EventSelect; idColumn: string } {
+  if (filters.recordId !== undefined) {
+    // CROSS JOIN: SQLite reads its left side first, whatever it guesses of the tables' sizes
+    // (without it, it read the workspace's events by `e.workspace_id` and probed the index rows
+    // for each: every event of the workspace for one record's page). PostgreSQL plans it as the join.
+    let select = db
+      .selectFrom('audit_event_records as r')
+      .crossJoin('audit_events as e')
+      .whereRef('e.id', '=', 'r.event_id')
+      .selectAll('e')
+      .where('r.workspace_id', '=', workspaceId)
+      .where('r.record_id', '=', filters.recordId)
+      .where('e.workspace_id', '=', workspaceId);
+    if (filters.action) select = select.where('e.action', '=', filters.action);
+    if (filters.keyId !== undefined) select = select.where('e.key_id', '=', filters.keyId);
+    if (filters.since) select = select.where('e.at', '>=', filters.since).where('r.event_id', '>=', idsFrom(filters.since));
+    return { select, idColumn: 'r.event_id' };
+  }
   let select = db.selectFrom('audit_events').selectAll().where('workspace_id', '=', workspaceId);
-  if (query.action) select = select.where('action', '=', query.action);
-  if (query.since) select = select.where('at', '>=', query.since).where('id', '>=', idsFrom(query.since));
-  return newestFirstPage(select, query, toAuditEvent, 'audit-events');
+  if (filters.action) select = select.where('action', '=', filters.action);
+  if (filters.keyId !== undefined) select = select.where('key_id', '=', filters.keyId);
+  if (filters.since) select = select.where('at', '>=', filters.since).where('id', '>=', idsFrom(filters.since));
+  return { select, idColumn: 'id' };
 }
 
 /**
@@ -107,12 +232,12 @@ function idsFrom(since: string): string {
 export async function listAuditEventsAfter(
   db: DbOrTx,
   workspaceId: string,
-  query: { since?: string; afterId?: string; limit: number },
+  query: AuditFilters & { afterId?: string; limit: number },
 ): Promise<AuditEvent[]> {
-  let select = db.selectFrom('audit_events').selectAll().where('workspace_id', '=', workspaceId);
-  if (query.since) select = select.where('at', '>=', query.since).where('id', '>=', idsFrom(query.since));
-  if (query.afterId) select = select.where('id', '>', query.afterId);
-  const rows = await select.orderBy('id', 'asc').limit(query.limit).execute();
+  const { select, idColumn } = filteredEvents(db, workspaceId, query);
+  const id = sql.ref<string>(idColumn);
+  const after = query.afterId === undefined ? select : select.where(id, '>', query.afterId);
+  const rows = await after.orderBy(id, 'asc').limit(query.limit).execute();
   return rows.map(toAuditEvent);
 }
 

@@ -26,7 +26,7 @@ import { lockTouchedResources } from './resource-locks.js';
 import { sqliteRecordStore } from './record-store-sqlite.js';
 import { sqliteDeliveryStatementsOf, type SqliteDeliveryStatements } from './sqlite-delivery-statements.js';
 import { subjectsOf, subjectsThatMayWait, wakesFor, type PendingWake } from './event-wake.js';
-import { auditRow } from '../audit/audit.repository.js';
+import { auditEntry, writeAuditEntries } from '../audit/audit.repository.js';
 import { addEventCounts, deleteProgress, NO_PROGRESS, readProgress, writeProgress, type DeliveryProgress, type EventCount } from './delivery-parts.js';
 import { systemContext } from '../../auth/context.js';
 import { readStoreNow } from '../../storage/store-clock.js';
@@ -154,12 +154,13 @@ export async function applyDeliveries(
         await finishDelivery(tx, deps.dialect, hot, w, triggers.get(workspaceId)!, { subjects: mayWait.get(workspaceId)!, raisedAt }, owner, now, planLeaseMs),
       );
     }
-    // Health data came in: who sent it, whose it is, what it started (one row per delivery, one statement).
+    // Health data came in: who sent it, whose it is, what it started (one row per delivery, and its
+    // rows in the index by record; one statement on PostgreSQL, two on SQLite).
     if (written.length > 0) {
-      await tx
-        .insertInto('audit_events')
-        .values(written.map((w) => deliveryAuditRow(w, results.get(w.prepared.delivery.id)!, now.toISOString())))
-        .execute();
+      await writeAuditEntries(
+        tx,
+        written.map((w) => deliveryAuditEntry(w, results.get(w.prepared.delivery.id)!, now.toISOString())),
+      );
     }
     return group.map((p) => results.get(p.delivery.id) ?? { kind: 'lease-lost' });
   });
@@ -321,8 +322,9 @@ function byWorkspace(written: readonly Written[]): Map<string, Written[]> {
  * patients whose data it held (record ids, never the data or the patients' own ids, which may be
  * medical record numbers), how many resources of each type it took, and the runs it started.
  * A delivery applied in parts has one per part, each with the items it covers (`items`).
+ * Found by each of those records (`recordId`), through the index rows written with it.
  */
-function deliveryAuditRow(w: Written, result: ApplyResult, at: string) {
+function deliveryAuditEntry(w: Written, result: ApplyResult, at: string) {
   const { delivery, digest } = w.prepared;
   const { part } = w;
   const resources: Record<string, number> = {};
@@ -331,7 +333,7 @@ function deliveryAuditRow(w: Written, result: ApplyResult, at: string) {
     resources[type] = (resources[type] ?? 0) + 1;
   }
   const ctx = { ...systemContext(delivery.tenant_id, delivery.workspace_id, delivery.request_id), keyName: `webhook:${delivery.webhook_id}` };
-  return auditRow(ctx, at, {
+  return auditEntry(ctx, at, {
     action: 'delivery.process',
     resourceType: 'delivery',
     resourceId: delivery.id,

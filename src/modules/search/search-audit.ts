@@ -4,7 +4,9 @@
  * - `recordAudit` after the page is read (SQLite, and PostgreSQL pages read in several steps);
  * - on PostgreSQL, by the very statement that reads the page (walk-in-store.ts), which fills in
  *   the ids of the page itself. It gets the row as `recordAudit` would write it, with the details'
- *   JSON split where the ids go, so the stored text is the same byte for byte.
+ *   JSON split where the ids go, so the stored text is the same byte for byte, and writes the
+ *   event's rows in the audit index by record (`audit_event_records`) from the same page, as
+ *   `recordAudit` does from `details.ids` (audit.repository.ts `recordIdsOf`).
  */
 import type { RequestContext } from '../../auth/context.js';
 import { auditRow, type AuditInput } from '../audit/audit.repository.js';

@@ -7,7 +7,9 @@
  * position travels to the service.
  *
  * The audit row is a data-modifying CTE over the same page, so the ids it lists are exactly the
- * ids returned, in the same order, and it commits with the statement: the statement answers only
+ * ids returned, in the same order, and so is its index by record (`audit_event_records`, one row
+ * per id of the page, from the same page rows: no round trip, no work per id in the service).
+ * Both commit with the statement: the statement answers only
  * once the row is durably written, and if the row cannot be written the statement fails and
  * returns no hits. This saves the separate INSERT and its round trip (about 1 ms of a 5 ms page).
  *
@@ -117,7 +119,7 @@ export function walkBucket(offset: number, limit: number): number {
 }
 
 function statementFor(column: OrderColumn, direction: 'asc' | 'desc', audited: boolean, checked: boolean, bucket: number): PostgresStatement {
-  const name = `carepath_search_walk_${column}_${direction}${audited ? '_audited' : ''}${checked ? '_checked' : ''}_${bucket}_v3`;
+  const name = `carepath_search_walk_${column}_${direction}${audited ? '_audited' : ''}${checked ? '_checked' : ''}_${bucket}_v4`;
   let statement = statements.get(name);
   if (!statement) {
     statement = { name, text: walkText(column, direction, audited, checked, bucket) };
@@ -135,8 +137,9 @@ function statementFor(column: OrderColumn, direction: 'asc' | 'desc', audited: b
  *
  * Checked, `unchanged` is true when the tags' stored chunks are exactly the ones given (as many,
  * and none other) and the log holds no change to the tags; false gates the walk (the index is
- * not read) and the audit row (HAVING: no row at all), and the statement returns no hits. An
- * empty page writes no row either: the caller takes it for a store that moved on and reads the
+ * not read) and the audit row (HAVING: no row at all), and the statement returns no hits. The
+ * index rows are the page's, so they are written exactly when the audit row is: a page with
+ * rows passed the check and is not empty. An empty page writes no row either: the caller takes it for a store that moved on and reads the
  * long way, which writes its own.
  */
 function walkText(column: OrderColumn, direction: 'asc' | 'desc', audited: boolean, checked: boolean, bucket: number): string {
@@ -158,6 +161,11 @@ function walkText(column: OrderColumn, direction: 'asc' | 'desc', audited: boole
              $19::text || coalesce(string_agg(to_json(page.id)::text, ',' order by page.n), '') || $20::text
       from page where page.n > $7::bigint and page.n <= $7::bigint + $6::bigint${checked ? `
       having (select ok from unchanged) and count(*) > 0` : ''}
+    ),
+    audit_records as (
+      insert into audit_event_records (workspace_id, record_id, event_id)
+      select $10::text, page.id, $8::text
+      from page where page.n > $7::bigint and page.n <= $7::bigint + $6::bigint
     )`
     : '';
   return `

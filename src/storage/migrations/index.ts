@@ -23,6 +23,7 @@ import * as m0017 from './0017_resource_versions.js';
 import * as m0018 from './0018_trigger_last_tick.js';
 import * as m0019 from './0019_resource_state_tombstones.js';
 import * as m0020 from './0020_search_inputs_check.js';
+import * as m0021 from './0021_audit_event_records.js';
 
 export const migrations: Record<string, Migration> = {
   '0001_core': m0001,
@@ -45,4 +46,5 @@ export const migrations: Record<string, Migration> = {
   '0018_trigger_last_tick': m0018,
   '0019_resource_state_tombstones': m0019,
   '0020_search_inputs_check': m0020,
+  '0021_audit_event_records': m0021,
 };
