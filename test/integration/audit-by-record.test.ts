@@ -311,5 +311,41 @@ for (const kind of STORE_KINDS) {
       expected.push(`elsewhere ${ids[10]} ${foreignRun}`, `elsewhere ${ids[10]} ${bob}`);
       expect(got).toEqual(expected.sort());
     });
+
+    it('takes odd details as they were stored: ids that are no array or hold other values than strings, a null subject, a mere mention', async () => {
+      const fresh = await freshStore(kind);
+      const store = openStore(fresh.databaseUrl, fresh.storeOptions);
+      opened.push({ fresh, store });
+      const schema = kind === 'postgres' ? (await sql<{ s: string }>`select current_schema() as s`.execute(store.db)).rows[0].s : undefined;
+      const migrator = new Migrator({ db: store.db, provider: { getMigrations: async () => migrations }, migrationTableSchema: schema });
+      expect((await migrator.migrateTo('0020_search_inputs_check')).error).toBeUndefined();
+
+      const at = '2026-11-01T00:00:00.000Z';
+      const w = uuidv7();
+      const [ada, bob] = [uuidv7(), uuidv7()];
+      const event = (id: string, action: string, resourceType: string | null, details: unknown) => ({
+        id, tenant_id: 'tenant', workspace_id: w, at, action, request_id: 'r', key_id: null, key_name: 'k',
+        resource_type: resourceType, resource_id: null, outcome: 'success', details: JSON.stringify(details),
+      });
+      const ids = Array.from({ length: 9 }, () => uuidv7());
+      await store.db
+        .insertInto('audit_events')
+        .values([
+          event(ids[0], 'search.execute', 'search', { resourceType: 'Patient', ids: [ada, null, 7, { id: bob }, [bob], true] }),
+          event(ids[1], 'search.execute', 'search', { resourceType: 'Patient', ids: ada }),
+          event(ids[2], 'search.execute', 'search', { resourceType: 'Patient', ids: { ada } }),
+          event(ids[3], 'delivery.process', 'delivery', { patientRecordIds: [null, bob, 12] }),
+          event(ids[4], 'delivery.process', 'delivery', { patientRecordIds: bob }),
+          event(ids[5], 'run.steps.read', 'run', { subjectRecordId: null }),
+          event(ids[6], 'http.send', 'run', { subjectRecordId: 42, note: 'the "ids" and "patientRecordIds" are "subjectRecordId"' }),
+          event(ids[7], 'search.execute', 'search', { filters: [{ op: 'with', tag: '"ids"' }] }),
+          event(ids[8], 'search.execute', 'search', [ada]),
+        ])
+        .execute();
+
+      expect((await migrator.migrateToLatest()).error).toBeUndefined();
+      const rows = await store.db.selectFrom('audit_event_records').selectAll().execute();
+      expect(rows.map((row) => `${row.event_id} ${row.record_id}`).sort()).toEqual([`${ids[0]} ${ada}`, `${ids[3]} ${bob}`].sort());
+    });
   });
 }

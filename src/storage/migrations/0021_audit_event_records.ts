@@ -10,7 +10,9 @@
  * `record`), `details.subjectRecordId`, `details.patientRecordIds`, a search's `details.ids`; and
  * for events written before they named the run's patient record (run actions, tag changes of a
  * run's Pathway record), the subject of the run they name, read from `runs`. It reads every
- * audit event once (`details` only where its text mentions one of those fields).
+ * audit event once (`details` only where its text mentions one of those fields). Only string
+ * values name a record, on both stores: a list's null, number or object is left out (PostgreSQL's
+ * `json_array_elements_text` gives a null for a JSON null, which the NOT NULL refused).
  *
  * SQLite: WITHOUT ROWID, so the primary key is the table and a lookup reads one B-tree.
  * `details` is text on both stores (JSON parsed by SQLite's json functions, cast to `json` on
@@ -40,15 +42,15 @@ export async function up(db: Kysely<unknown>): Promise<void> {
       select workspace_id, cast(details as json) ->> 'subjectRecordId', id from audit_events
        where details like '%"subjectRecordId"%' and json_typeof(cast(details as json) -> 'subjectRecordId') = 'string'
       union all
-      select e.workspace_id, p.value, e.id from audit_events e
-       cross join json_array_elements_text(case when json_typeof(cast(e.details as json) -> 'patientRecordIds') = 'array'
-                                                then cast(e.details as json) -> 'patientRecordIds' else '[]' end) p
-       where e.details like '%"patientRecordIds"%'
+      select e.workspace_id, p.value #>> '{}', e.id from audit_events e
+       cross join json_array_elements(case when json_typeof(cast(e.details as json) -> 'patientRecordIds') = 'array'
+                                           then cast(e.details as json) -> 'patientRecordIds' else '[]' end) p
+       where e.details like '%"patientRecordIds"%' and json_typeof(p.value) = 'string'
       union all
-      select e.workspace_id, i.value, e.id from audit_events e
-       cross join json_array_elements_text(case when json_typeof(cast(e.details as json) -> 'ids') = 'array'
-                                                then cast(e.details as json) -> 'ids' else '[]' end) i
-       where e.resource_type = 'search' and e.details like '%"ids"%'
+      select e.workspace_id, i.value #>> '{}', e.id from audit_events e
+       cross join json_array_elements(case when json_typeof(cast(e.details as json) -> 'ids') = 'array'
+                                           then cast(e.details as json) -> 'ids' else '[]' end) i
+       where e.resource_type = 'search' and e.details like '%"ids"%' and json_typeof(i.value) = 'string'
       union all
       select e.workspace_id, r.subject_record_id, e.id from audit_events e
        join runs r on r.id = e.resource_id and r.workspace_id = e.workspace_id
