@@ -22,6 +22,12 @@ export interface RunInHand {
   triggerId: string;
   payload: unknown;
   subject: SubjectView | null;
+  /**
+   * The run's `subject_record_id`: the record it is about, kept when that record is gone (a
+   * delivery deleted the Patient, `subject` is then null). The engine's audit events name it, so
+   * what a run does after its patient's record was deleted is still found by that record.
+   */
+  subjectRecordId: string | null;
 }
 
 export function expressionContext(run: RunInHand, state: EngineState): ExpressionContext {

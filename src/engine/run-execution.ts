@@ -310,7 +310,7 @@ export class RunExecution {
   ): Promise<Turn> {
     const open: OpenStep = { stepId: step.stepId, automationId: move.automation.id, attempt: move.attempt, startedAt: step.startedAt };
     const started = beginStep(state, move.nodeId, open);
-    const who = { runId: this.run.id, nodeId: move.nodeId, automationId: move.automation.id, subjectRecordId: this.run.subject?.id ?? null };
+    const who = { runId: this.run.id, nodeId: move.nodeId, automationId: move.automation.id, subjectRecordId: this.run.subjectRecordId };
     if (move.redo) this.logRedo(move, step.stepId);
     // The attempt this one replaces may have reached the partner: audited as it is closed, so
     // that each attempt is, whatever becomes of this one (engine-audit.ts).

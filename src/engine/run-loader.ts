@@ -36,6 +36,7 @@ export async function loadClaimedRuns(db: DbOrTx, graphs: GraphCache, rows: Clai
           triggerId: row.trigger_id,
           payload: parseJson<unknown>(row.payload, null),
           subject: copySubject(row.subject_record_id ? subjects.get(row.subject_record_id) : undefined),
+          subjectRecordId: row.subject_record_id,
         },
       };
     }),

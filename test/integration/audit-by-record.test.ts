@@ -8,7 +8,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { Migrator, sql } from 'kysely';
 import { describeEachStore, simpleBlueprint, type TestEnv, type TestWorkspace } from '../helpers/test-env.js';
 import { createEndpoint, deliverAndProcess } from '../helpers/deliveries.js';
-import { patient as insertPatient } from '../helpers/engine-harness.js';
+import { chain, fire, patient as insertPatient, testWorker, webTriggerFor } from '../helpers/engine-harness.js';
 import { openStore, type Store } from '../../src/storage/connect.js';
 import { migrations } from '../../src/storage/migrations/index.js';
 import { freshStore, STORE_KINDS, type FreshStore } from '../helpers/stores.js';
@@ -133,6 +133,24 @@ describeEachStore('audit events by record and by key', (env) => {
       const rows = await env.db.selectFrom('audit_event_records').select('record_id').where('event_id', '=', event.id).execute();
       expect(rows.map((row) => row.record_id).sort()).toEqual([...((event.details.ids as string[] | undefined) ?? [])].sort());
     }
+  });
+
+  it("finds the engine's events of a run whose patient's record a delivery deleted, by that record", async () => {
+    const ws = await env.workspace();
+    const feed = await createEndpoint(ws);
+    await deliverAndProcess(env, feed, patientResource('mrn-gone'), { key: 'gone-1' });
+    const gone = await recordOf(env, ws, 'mrn-gone');
+    const { triggerId } = await webTriggerFor(ws, chain('After deletion', [
+      { id: 'mark', automations: [{ id: 'path', type: 'tag', with: { target: 'pathway', add: ['needs-call'] } }] },
+    ]));
+    const runId = await fire(ws, triggerId, { subject: { reference: 'Patient/mrn-gone' } });
+    await deliverAndProcess(env, feed, { resourceType: 'Bundle', type: 'transaction', entry: [{ request: { method: 'DELETE', url: 'Patient/mrn-gone' } }] }, { key: 'gone-2' });
+    expect(await env.db.selectFrom('records').select('id').where('id', '=', gone).executeTakeFirst()).toBeUndefined();
+    await testWorker(env).drain();
+
+    const forGone = await list(ws, `recordId=${gone}&limit=100`);
+    expect(forGone.map((event) => event.action)).toEqual(['record.tags.change', 'delivery.process', 'run.create', 'delivery.process']);
+    expect(forGone[0]).toMatchObject({ resourceId: runId, details: { subjectRecordId: gone } });
   });
 
   it('lists what a key did, by itself and with a record, an action and a time', async () => {

@@ -477,7 +477,7 @@ describeEachStore('engine: automations', (env) => {
     if (startPathwayAutomation.mode !== 'call') throw new Error('start_pathway is a call');
     const again = await startPathwayAutomation.call(
       {
-        run: { id: runId, workspaceId: ws.workspaceId, triggerId: parent.triggerId, payload: { origin: 'parent' }, subject: { id: subjectId, extId: 'p-child', name: 'x', resourceType: 'Patient', tags: [] } },
+        run: { id: runId, workspaceId: ws.workspaceId, triggerId: parent.triggerId, payload: { origin: 'parent' }, subject: { id: subjectId, extId: 'p-child', name: 'x', resourceType: 'Patient', tags: [] }, subjectRecordId: subjectId },
         nodeId: 'spawn',
         automation: { id: 'go', type: 'start_pathway', with: { triggerId: child.triggerId, payload: { from: '{{payload.origin}}' } } },
         context: { payload: { origin: 'parent' }, subject: null, steps: {}, vars: {} },
@@ -676,7 +676,7 @@ describeEachStore('engine: waits', (env) => {
     if (waitForEventAutomation.mode !== 'wait') throw new Error('wait_for_event waits');
     const automation = { id: 'visit', type: 'wait_for_event' as const, with: { event: 'Encounter.finished', timeout: 'PT1M' } };
     const request = {
-      run: { id: runId, workspaceId: ws.workspaceId, triggerId, payload: null, subject: null },
+      run: { id: runId, workspaceId: ws.workspaceId, triggerId, payload: null, subject: null, subjectRecordId: null },
       nodeId: 'wait', automation, context: { payload: null, subject: null, steps: {}, vars: {} },
       expressions: new ExpressionCache(), now: clock.now(), stepKey: `${runId}:wait:visit`, mayTryAgain: async () => true, holdsLease: () => true,
     };

@@ -3,7 +3,7 @@ import { requireSubject, StepFailure, type StepRequest } from '../../src/engine/
 import { ExpressionCache } from '../../src/lib/fhirpath.js';
 
 const stepFor = (payload: unknown): StepRequest => ({
-  run: { id: 'r', workspaceId: 'w', triggerId: 't', payload, subject: null },
+  run: { id: 'r', workspaceId: 'w', triggerId: 't', payload, subject: null, subjectRecordId: null },
   nodeId: 'n',
   automation: { id: 'a', type: 'tag', with: { target: 'subject', add: ['x'] } },
   context: { payload, subject: null, steps: {}, vars: {} },

@@ -16,7 +16,7 @@ export const tagAutomation: AutomationHandler = {
     const add = settings.add ?? [];
     const remove = settings.remove ?? [];
     const output = { target: settings.target, add, remove };
-    const who = { runId: step.run.id, nodeId: step.nodeId, automationId: step.automation.id, subjectRecordId: step.run.subject?.id ?? null };
+    const who = { runId: step.run.id, nodeId: step.nodeId, automationId: step.automation.id, subjectRecordId: step.run.subjectRecordId };
     if (settings.target === 'pathway') {
       // The Pathway record's status tag belongs to the engine: search must never see a run in
       // two states, or in none.
