@@ -135,6 +135,43 @@ describeEachStore('audit events by record and by key', (env) => {
     }
   });
 
+  it("finds a search of Pathway records by the patients of the runs it listed, and by the runs", async () => {
+    const ws = await env.workspace();
+    const ada = await insertPatient(env, ws, 'mrn-p-ada');
+    const bob = await insertPatient(env, ws, 'mrn-p-bob');
+    const blueprint = await ws.importBlueprint(simpleBlueprint());
+    const trigger = (await ws.call('POST', '/v1/triggers', { body: { name: 'Web', sourceId: blueprint.id, type: 'web', autoStart: false } })).json();
+    const fire = async (payload: object) => {
+      const res = await ws.call('POST', `/v1/triggers/${trigger.triggerId}`, { body: { payload } });
+      expect(res.statusCode, res.body).toBe(201);
+      return res.json().runId as string;
+    };
+    const adaRuns = [await fire({ subject: { reference: 'Patient/mrn-p-ada' } }), await fire({ subject: { reference: 'Patient/mrn-p-ada' } })];
+    const bare = await fire({});
+    const searchPathways = async (limit: number, offset = 0) => {
+      const res = await ws.call('POST', '/v1/search', { body: { resourceType: 'Pathway', filters: [], limit, offset } });
+      expect(res.statusCode, res.body).toBe(200);
+      return res.json().results.map((hit: { id: string }) => hit.id) as string[];
+    };
+    // Twice, so a search asked again (on PostgreSQL, the page's own statement) is covered too.
+    for (let i = 0; i < 2; i++) expect((await searchPathways(10)).sort()).toEqual([...adaRuns, bare].sort());
+    const searches = (await list(ws, 'action=search.execute&limit=100')).map((event) => event.id);
+    expect(searches).toHaveLength(2);
+
+    expect((await list(ws, `recordId=${ada}&action=search.execute`)).map((event) => event.id)).toEqual(searches);
+    expect(await list(ws, `recordId=${bob}&action=search.execute`)).toEqual([]);
+    expect((await list(ws, `recordId=${bare}&action=search.execute`)).map((event) => event.id)).toEqual(searches);
+    for (const id of searches) {
+      const rows = await env.db.selectFrom('audit_event_records').select('record_id').where('event_id', '=', id).execute();
+      expect(rows.map((row) => row.record_id).sort()).toEqual([...adaRuns, bare, ada].sort()); // Ada once, for two runs
+    }
+    // A page without Ada's runs does not name her.
+    const page = await searchPathways(1, 0);
+    const last = (await list(ws, 'action=search.execute&limit=1'))[0];
+    const named = await env.db.selectFrom('audit_event_records').select('record_id').where('event_id', '=', last.id).execute();
+    expect(named.map((row) => row.record_id).sort()).toEqual(page[0] === bare ? [bare] : [page[0], ada].sort());
+  });
+
   it("finds the engine's events of a run whose patient's record a delivery deleted, by that record", async () => {
     const ws = await env.workspace();
     const feed = await createEndpoint(ws);
@@ -295,7 +332,7 @@ for (const kind of STORE_KINDS) {
         id, tenant_id: 'tenant', workspace_id: workspaceId, at, action, request_id: 'r', key_id: null, key_name: 'k',
         resource_type: resourceType, resource_id: resourceId, outcome: 'success', details: JSON.stringify(details),
       });
-      const ids = Array.from({ length: 11 }, () => uuidv7());
+      const ids = Array.from({ length: 12 }, () => uuidv7());
       await store.db
         .insertInto('audit_events')
         .values([
@@ -310,6 +347,8 @@ for (const kind of STORE_KINDS) {
           event(ids[8], 'http.send', 'run', adaRun, { nodeId: 'a', automationId: 'x', subjectRecordId: ada, method: 'POST', origin: 'https://p', tries: 1, status: 200 }),
           event(ids[9], 'trigger.create', 'trigger', uuidv7(), { name: 'x', ids: [ada] }),
           event(ids[10], 'run.pause', 'run', foreignRun, { from: 'queued', to: 'paused' }, elsewhere),
+          // A search of Pathway records: the runs listed, their patients too (another workspace's run names no one here).
+          event(ids[11], 'search.execute', 'search', null, { resourceType: 'Pathway', filters: [], total: 3, limit: 10, offset: 0, ids: [adaRun, bareRun, foreignRun] }),
         ])
         .execute();
 
@@ -325,6 +364,7 @@ for (const kind of STORE_KINDS) {
         [ids[6], adaRun], [ids[6], ada],
         [ids[7], cy],
         [ids[8], adaRun], [ids[8], ada],
+        [ids[11], adaRun], [ids[11], bareRun], [ids[11], foreignRun], [ids[11], ada],
       ].map(([eventId, recordId]) => `w ${eventId} ${recordId}`);
       expected.push(`elsewhere ${ids[10]} ${foreignRun}`, `elsewhere ${ids[10]} ${bob}`);
       expect(got).toEqual(expected.sort());

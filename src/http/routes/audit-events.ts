@@ -27,7 +27,7 @@ const ListAuditQuery = Type.Object(
       description:
         'Events that touched this search record (a Patient, Practitioner or Pathway record; a run\'s Pathway record has the run\'s id): ' +
         'the events of runs about it or of its own run (run.create, run.start, run.cancel, run.pause, run.resume, run.steps.read, ' +
-        'run.graph.read, run.error.read, http.send, record.tags.change), the searches that returned it (search.execute) and the ' +
+        'run.graph.read, run.error.read, http.send, record.tags.change), the searches that returned it or one of its runs (search.execute) and the ' +
         'deliveries that held its patient\'s data (delivery.process). Read from an index. A record of another workspace: an empty list.',
     }),
     keyId: Type.Optional({ ...Uuid, description: 'Events made with this API key. A key of another workspace: an empty list.' }),

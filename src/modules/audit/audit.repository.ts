@@ -96,14 +96,26 @@ function stringsIn(value: unknown): readonly string[] {
   return value.every((item) => typeof item === 'string') ? value : value.filter((item) => typeof item === 'string');
 }
 
+/**
+ * Whether the records an event names are runs' Pathway records whose patients it names too: a
+ * search of Pathway records hands out which pathways a patient is on, and where in them, so
+ * "who touched this patient's data" lists it. The store reads the runs' subjects where it writes
+ * the index rows (their ids are not in the event).
+ */
+export function namesRunSubjects(input: AuditInput): boolean {
+  return input.resourceType === 'search' && input.details?.resourceType === 'Pathway';
+}
+
 /** An event's row and the records it names: what `writeAuditEntries` writes. */
 export interface AuditEntry {
   row: ReturnType<typeof auditRow>;
   recordIds: readonly string[];
+  /** `namesRunSubjects`: the subjects of the runs among `recordIds` are named as well. */
+  runSubjects: boolean;
 }
 
 export function auditEntry(ctx: RequestContext, at: string, input: AuditInput): AuditEntry {
-  return { row: auditRow(ctx, at, input), recordIds: recordIdsOf(input) };
+  return { row: auditRow(ctx, at, input), recordIds: recordIdsOf(input), runSubjects: namesRunSubjects(input) };
 }
 
 /** Appends audit events; call it in the same transaction as the change it records. */
@@ -119,8 +131,9 @@ export async function recordAudit(db: DbOrTx, ctx: RequestContext, at: string, i
  * event is never found without its index rows or the other way round. PostgreSQL: ONE statement
  * (the events' INSERT a data-modifying CTE), as many round trips as before. SQLite: the two
  * INSERTs in one transaction (the caller's, when it holds one). The index rows travel as one
- * JSON parameter, `[[eventId, workspaceId, [recordId, …]], …]`, and the store makes the rows
- * (no work per id here); a record named twice by one event is one row.
+ * JSON parameter, `[[eventId, workspaceId, [recordId, …], runSubjects], …]`, and the store makes
+ * the rows (no work per id here), with the subjects of the runs named when `runSubjects` is 1
+ * (read from `runs` by id); a record named twice by one event is one row.
  */
 export async function writeAuditEntries(db: DbOrTx, entries: readonly AuditEntry[]): Promise<void> {
   if (entries.length === 0) return;
@@ -130,15 +143,20 @@ export async function writeAuditEntries(db: DbOrTx, entries: readonly AuditEntry
     await db.insertInto('audit_events').values(rows).execute();
     return;
   }
-  const json = JSON.stringify(named.map((entry) => [entry.row.id, entry.row.workspace_id, entry.recordIds]));
+  const json = JSON.stringify(named.map((entry) => [entry.row.id, entry.row.workspace_id, entry.recordIds, entry.runSubjects ? 1 : 0]));
   if (dialectOfDb(db) === 'postgres') {
+    const named = sql`(select e.value ->> 0 as event_id, e.value ->> 1 as workspace_id, r.value as record_id, (e.value ->> 3) = '1' as run_subjects
+                       from json_array_elements(cast(${json} as json)) e cross join json_array_elements_text(e.value -> 2) r)`;
     await db
       .with('written', (qc) => qc.insertInto('audit_events').values(rows))
       .insertInto('audit_event_records')
       .columns(['workspace_id', 'record_id', 'event_id'])
       .expression(
-        sql`select e.value ->> 1, r.value, e.value ->> 0
-            from json_array_elements(cast(${json} as json)) e cross join json_array_elements_text(e.value -> 2) r`,
+        sql`select n.workspace_id, n.record_id, n.event_id from ${named} n
+            union
+            select n.workspace_id, runs.subject_record_id, n.event_id from ${named} n
+              join runs on runs.id = n.record_id and runs.workspace_id = n.workspace_id
+             where n.run_subjects and runs.subject_record_id is not null`,
       )
       .onConflict((conflict) => conflict.doNothing())
       .execute();
@@ -146,11 +164,18 @@ export async function writeAuditEntries(db: DbOrTx, entries: readonly AuditEntry
   }
   await withinTransaction(db, async (tx) => {
     await tx.insertInto('audit_events').values(rows).execute();
-    // `where true`: SQLite reads `ON CONFLICT` after a bare `FROM` as a join's constraint.
     await tx
       .insertInto('audit_event_records')
       .columns(['workspace_id', 'record_id', 'event_id'])
-      .expression(sql`select e.value ->> 1, r.value, e.value ->> 0 from json_each(${json}) e, json_each(e.value, '$[2]') r where true`)
+      .expression(
+        sql`with named as (select e.value ->> 0 as event_id, e.value ->> 1 as workspace_id, r.value as record_id, e.value ->> 3 as run_subjects
+                             from json_each(${json}) e, json_each(e.value, '$[2]') r)
+            select workspace_id, record_id, event_id from named
+            union
+            select n.workspace_id, runs.subject_record_id, n.event_id from named n
+              join runs on runs.id = n.record_id and runs.workspace_id = n.workspace_id
+             where n.run_subjects = 1 and runs.subject_record_id is not null`,
+      )
       .onConflict((conflict) => conflict.doNothing())
       .execute();
   });

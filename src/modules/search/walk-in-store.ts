@@ -8,7 +8,8 @@
  *
  * The audit row is a data-modifying CTE over the same page, so the ids it lists are exactly the
  * ids returned, in the same order, and so is its index by record (`audit_event_records`, one row
- * per id of the page, from the same page rows: no round trip, no work per id in the service).
+ * per id of the page, from the same page rows, and for a search of Pathway records one per
+ * patient of the runs listed, `namesRunSubjects`: no round trip, no work per id in the service).
  * Both commit with the statement: the statement answers only
  * once the row is durably written, and if the row cannot be written the statement fails and
  * returns no hits. This saves the separate INSERT and its round trip (about 1 ms of a 5 ms page).
@@ -166,6 +167,12 @@ function walkText(column: OrderColumn, direction: 'asc' | 'desc', audited: boole
       insert into audit_event_records (workspace_id, record_id, event_id)
       select $10::text, page.id, $8::text
       from page where page.n > $7::bigint and page.n <= $7::bigint + $6::bigint
+      union
+      select $10::text, runs.subject_record_id, $8::text
+      from page join runs on runs.id = page.id and runs.workspace_id = $10::text
+      where $2 = 'Pathway' and runs.subject_record_id is not null
+        and page.n > $7::bigint and page.n <= $7::bigint + $6::bigint
+      on conflict do nothing
     )`
     : '';
   return `

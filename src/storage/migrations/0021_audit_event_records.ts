@@ -9,7 +9,8 @@
  * from now on (modules/audit/README.md): a run's or a record's own id (resource type `run` or
  * `record`), `details.subjectRecordId`, `details.patientRecordIds`, a search's `details.ids`; and
  * for events written before they named the run's patient record (run actions, tag changes of a
- * run's Pathway record), the subject of the run they name, read from `runs`. It reads every
+ * run's Pathway record), the subject of the run they name, read from `runs`; for a search of
+ * Pathway records, the subjects of the runs it listed, as the writers name them. It reads every
  * audit event once (`details` only where its text mentions one of those fields). Only string
  * values name a record, on both stores: a list's null, number or object is left out (PostgreSQL's
  * `json_array_elements_text` gives a null for a JSON null, which the NOT NULL refused).
@@ -59,6 +60,13 @@ export async function up(db: Kysely<unknown>): Promise<void> {
       select e.workspace_id, r.subject_record_id, e.id from audit_events e
        join runs r on r.id = cast(e.details as json) ->> 'runId' and r.workspace_id = e.workspace_id
        where e.action = 'record.tags.change' and r.subject_record_id is not null
+      union all
+      select e.workspace_id, r.subject_record_id, e.id from audit_events e
+       cross join json_array_elements(case when json_typeof(cast(e.details as json) -> 'ids') = 'array'
+                                           then cast(e.details as json) -> 'ids' else '[]' end) i
+       join runs r on r.id = i.value #>> '{}' and r.workspace_id = e.workspace_id
+       where e.resource_type = 'search' and e.details like '%"Pathway"%' and cast(e.details as json) ->> 'resourceType' = 'Pathway'
+         and json_typeof(i.value) = 'string' and r.subject_record_id is not null
       on conflict do nothing`.execute(db);
     return;
   }
@@ -81,5 +89,10 @@ export async function up(db: Kysely<unknown>): Promise<void> {
     union all
     select e.workspace_id, r.subject_record_id, e.id from audit_events e
      join runs r on r.id = e.details ->> '$.runId' and r.workspace_id = e.workspace_id
-     where e.action = 'record.tags.change' and r.subject_record_id is not null`.execute(db);
+     where e.action = 'record.tags.change' and r.subject_record_id is not null
+    union all
+    select e.workspace_id, r.subject_record_id, e.id from audit_events e, json_each(e.details, '$.ids') i
+     join runs r on r.id = i.value and r.workspace_id = e.workspace_id
+     where e.resource_type = 'search' and e.details like '%"Pathway"%' and e.details ->> '$.resourceType' = 'Pathway'
+       and json_type(e.details, '$.ids') = 'array' and i.type = 'text' and r.subject_record_id is not null`.execute(db);
 }
