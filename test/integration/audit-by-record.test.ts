@@ -5,13 +5,11 @@
  * Migration 0021 indexes the events stored before it the same way.
  */
 import { afterAll, describe, expect, it } from 'vitest';
-import { Migrator, sql } from 'kysely';
 import { describeEachStore, simpleBlueprint, type TestEnv, type TestWorkspace } from '../helpers/test-env.js';
 import { createEndpoint, deliverAndProcess } from '../helpers/deliveries.js';
 import { chain, fire, patient as insertPatient, testWorker, webTriggerFor } from '../helpers/engine-harness.js';
-import { openStore, type Store } from '../../src/storage/connect.js';
-import { migrations } from '../../src/storage/migrations/index.js';
-import { freshStore, STORE_KINDS, type FreshStore } from '../helpers/stores.js';
+import { STORE_KINDS } from '../helpers/stores.js';
+import { storesAtMigration } from '../helpers/store-at-migration.js';
 import { uuidv7 } from '../../src/lib/ids.js';
 
 interface EventJson {
@@ -301,21 +299,11 @@ describeEachStore('audit events by record and by key', (env) => {
 
 for (const kind of STORE_KINDS) {
   describe(`migration 0021 indexes the events stored before it [${kind}]`, () => {
-    const opened: { fresh: FreshStore; store: Store }[] = [];
-    afterAll(async () => {
-      for (const { fresh, store } of opened) {
-        await store.close();
-        await fresh.dispose();
-      }
-    });
+    const stores = storesAtMigration(kind);
+    afterAll(() => stores.closeAll());
 
     it('names the records of each event as the writers name them now, and nothing for the others', async () => {
-      const fresh = await freshStore(kind);
-      const store = openStore(fresh.databaseUrl, fresh.storeOptions);
-      opened.push({ fresh, store });
-      const schema = kind === 'postgres' ? (await sql<{ s: string }>`select current_schema() as s`.execute(store.db)).rows[0].s : undefined;
-      const migrator = new Migrator({ db: store.db, provider: { getMigrations: async () => migrations }, migrationTableSchema: schema });
-      expect((await migrator.migrateTo('0020_search_inputs_check')).error).toBeUndefined();
+      const { store, migrator } = await stores.open('0020_search_inputs_check');
 
       const at = '2026-11-01T00:00:00.000Z';
       const [w, elsewhere] = [uuidv7(), uuidv7()];
@@ -371,12 +359,7 @@ for (const kind of STORE_KINDS) {
     });
 
     it('takes odd details as they were stored: ids that are no array or hold other values than strings, a null subject, a mere mention', async () => {
-      const fresh = await freshStore(kind);
-      const store = openStore(fresh.databaseUrl, fresh.storeOptions);
-      opened.push({ fresh, store });
-      const schema = kind === 'postgres' ? (await sql<{ s: string }>`select current_schema() as s`.execute(store.db)).rows[0].s : undefined;
-      const migrator = new Migrator({ db: store.db, provider: { getMigrations: async () => migrations }, migrationTableSchema: schema });
-      expect((await migrator.migrateTo('0020_search_inputs_check')).error).toBeUndefined();
+      const { store, migrator } = await stores.open('0020_search_inputs_check');
 
       const at = '2026-11-01T00:00:00.000Z';
       const w = uuidv7();

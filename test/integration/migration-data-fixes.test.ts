@@ -3,28 +3,16 @@
  * them left it, they change exactly the rows that are wrong.
  */
 import { afterAll, describe, expect, it } from 'vitest';
-import { Migrator, sql } from 'kysely';
-import { openStore, type Store } from '../../src/storage/connect.js';
-import { migrations } from '../../src/storage/migrations/index.js';
-import { freshStore, STORE_KINDS, type FreshStore } from '../helpers/stores.js';
+import { STORE_KINDS } from '../helpers/stores.js';
+import { storesAtMigration } from '../helpers/store-at-migration.js';
 
 for (const kind of STORE_KINDS) {
   describe(`migrations that fix stored rows [${kind}]`, () => {
-    const opened: { fresh: FreshStore; store: Store }[] = [];
-    afterAll(async () => {
-      for (const { fresh, store } of opened) {
-        await store.close();
-        await fresh.dispose();
-      }
-    });
+    const stores = storesAtMigration(kind);
+    afterAll(() => stores.closeAll());
 
     it('0011 clears the next run of inactive and deleted triggers, and a tick past the year 9999', async () => {
-      const fresh = await freshStore(kind);
-      const store = openStore(fresh.databaseUrl, fresh.storeOptions);
-      opened.push({ fresh, store });
-      const schema = kind === 'postgres' ? (await sql<{ s: string }>`select current_schema() as s`.execute(store.db)).rows[0].s : undefined;
-      const migrator = new Migrator({ db: store.db, provider: { getMigrations: async () => migrations }, migrationTableSchema: schema });
-      expect((await migrator.migrateTo('0010_event_trigger_when')).error).toBeUndefined();
+      const { store, migrator } = await stores.open('0010_event_trigger_when');
 
       const at = '2026-11-01T00:00:00.000Z';
       const trigger = (id: string, active: number, next: string | null, deleted: string | null = null) => ({
