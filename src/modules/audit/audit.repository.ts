@@ -131,54 +131,58 @@ export async function recordAudit(db: DbOrTx, ctx: RequestContext, at: string, i
  * event is never found without its index rows or the other way round. PostgreSQL: ONE statement
  * (the events' INSERT a data-modifying CTE), as many round trips as before. SQLite: the two
  * INSERTs in one transaction (the caller's, when it holds one). The index rows travel as one
- * JSON parameter, `[[eventId, workspaceId, [recordId, …], runSubjects], …]`, and the store makes
- * the rows (no work per id here), with the subjects of the runs named when `runSubjects` is 1
- * (read from `runs` by id); a record named twice by one event is one row.
+ * JSON parameter, `[[eventId, workspaceId, [recordId, …]], …]`, and the store makes the rows
+ * (no work per id here); a record named twice by one event is one row. The events that name the
+ * subjects of their runs (`runSubjects`: a search of Pathway records) travel once more, and only
+ * then does the statement read those subjects from `runs`.
  */
 export async function writeAuditEntries(db: DbOrTx, entries: readonly AuditEntry[]): Promise<void> {
   if (entries.length === 0) return;
   const rows = entries.map((entry) => entry.row);
-  const named = entries.filter((entry) => entry.recordIds.length > 0);
-  if (named.length === 0) {
+  const naming = entries.filter((entry) => entry.recordIds.length > 0);
+  if (naming.length === 0) {
     await db.insertInto('audit_events').values(rows).execute();
     return;
   }
-  const json = JSON.stringify(named.map((entry) => [entry.row.id, entry.row.workspace_id, entry.recordIds, entry.runSubjects ? 1 : 0]));
-  if (dialectOfDb(db) === 'postgres') {
-    const named = sql`(select e.value ->> 0 as event_id, e.value ->> 1 as workspace_id, r.value as record_id, (e.value ->> 3) = '1' as run_subjects
-                       from json_array_elements(cast(${json} as json)) e cross join json_array_elements_text(e.value -> 2) r)`;
-    await db
-      .with('written', (qc) => qc.insertInto('audit_events').values(rows))
+  const postgres = dialectOfDb(db) === 'postgres';
+  const viaRuns = naming.filter((entry) => entry.runSubjects);
+  const named = namedRecords(postgres, naming);
+  const source =
+    viaRuns.length === 0
+      ? named
+      : sql`${named}
+            union all
+            select n.workspace_id, runs.subject_record_id, n.event_id from (${namedRecords(postgres, viaRuns)}) n
+              join runs on runs.id = n.record_id and runs.workspace_id = n.workspace_id
+             where runs.subject_record_id is not null`;
+  const indexRows = <Q extends Pick<DbOrTx, 'insertInto'>>(q: Q) =>
+    q
       .insertInto('audit_event_records')
       .columns(['workspace_id', 'record_id', 'event_id'])
-      .expression(
-        sql`select n.workspace_id, n.record_id, n.event_id from ${named} n
-            union
-            select n.workspace_id, runs.subject_record_id, n.event_id from ${named} n
-              join runs on runs.id = n.record_id and runs.workspace_id = n.workspace_id
-             where n.run_subjects and runs.subject_record_id is not null`,
-      )
-      .onConflict((conflict) => conflict.doNothing())
-      .execute();
+      .expression(source)
+      .onConflict((conflict) => conflict.doNothing());
+  if (postgres) {
+    await indexRows(db.with('written', (qc) => qc.insertInto('audit_events').values(rows))).execute();
     return;
   }
   await withinTransaction(db, async (tx) => {
     await tx.insertInto('audit_events').values(rows).execute();
-    await tx
-      .insertInto('audit_event_records')
-      .columns(['workspace_id', 'record_id', 'event_id'])
-      .expression(
-        sql`with named as (select e.value ->> 0 as event_id, e.value ->> 1 as workspace_id, r.value as record_id, e.value ->> 3 as run_subjects
-                             from json_each(${json}) e, json_each(e.value, '$[2]') r)
-            select workspace_id, record_id, event_id from named
-            union
-            select n.workspace_id, runs.subject_record_id, n.event_id from named n
-              join runs on runs.id = n.record_id and runs.workspace_id = n.workspace_id
-             where n.run_subjects = 1 and runs.subject_record_id is not null`,
-      )
-      .onConflict((conflict) => conflict.doNothing())
-      .execute();
+    await indexRows(tx).execute();
   });
+}
+
+/**
+ * `(workspace_id, record_id, event_id)`, one row per record each entry names, unfolded by the
+ * store from one JSON parameter. On SQLite `where true` ends the FROM: `ON CONFLICT` right after
+ * a bare `FROM` reads as a join's constraint.
+ */
+function namedRecords(postgres: boolean, entries: readonly AuditEntry[]) {
+  const json = JSON.stringify(entries.map((entry) => [entry.row.id, entry.row.workspace_id, entry.recordIds]));
+  return postgres
+    ? sql`select e.value ->> 1 as workspace_id, r.value as record_id, e.value ->> 0 as event_id
+          from json_array_elements(cast(${json} as json)) e cross join json_array_elements_text(e.value -> 2) r`
+    : sql`select e.value ->> 1 as workspace_id, r.value as record_id, e.value ->> 0 as event_id
+          from json_each(${json}) e, json_each(e.value, '$[2]') r where true`;
 }
 
 export interface AuditFilters {

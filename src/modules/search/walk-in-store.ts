@@ -167,7 +167,7 @@ function walkText(column: OrderColumn, direction: 'asc' | 'desc', audited: boole
       insert into audit_event_records (workspace_id, record_id, event_id)
       select $10::text, page.id, $8::text
       from page where page.n > $7::bigint and page.n <= $7::bigint + $6::bigint
-      union
+      union all
       select $10::text, runs.subject_record_id, $8::text
       from page join runs on runs.id = page.id and runs.workspace_id = $10::text
       where $2 = 'Pathway' and runs.subject_record_id is not null
