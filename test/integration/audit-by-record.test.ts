@@ -297,6 +297,14 @@ describeEachStore('audit events by record and by key', (env) => {
   });
 });
 
+/** An audit event's row as the code before migration 0021 stored it (no index rows). */
+function storedEvent(workspaceId: string, e: { id: string; action: string; resourceType: string | null; resourceId: string | null; details: unknown }) {
+  return {
+    id: e.id, tenant_id: 'tenant', workspace_id: workspaceId, at: '2026-11-01T00:00:00.000Z', action: e.action, request_id: 'r', key_id: null,
+    key_name: 'k', resource_type: e.resourceType, resource_id: e.resourceId, outcome: 'success', details: JSON.stringify(e.details),
+  };
+}
+
 for (const kind of STORE_KINDS) {
   describe(`migration 0021 indexes the events stored before it [${kind}]`, () => {
     const stores = storesAtMigration(kind);
@@ -316,10 +324,8 @@ for (const kind of STORE_KINDS) {
       await store.db.insertInto('runs').values([run(adaRun, w, ada), run(bareRun, w, null), run(foreignRun, elsewhere, bob)] as never).execute();
       // Rows as the code before 0021 wrote them: run actions and tag changes of a Pathway record
       // without the run's patient record in their details.
-      const event = (id: string, action: string, resourceType: string | null, resourceId: string | null, details: object, workspaceId = w) => ({
-        id, tenant_id: 'tenant', workspace_id: workspaceId, at, action, request_id: 'r', key_id: null, key_name: 'k',
-        resource_type: resourceType, resource_id: resourceId, outcome: 'success', details: JSON.stringify(details),
-      });
+      const event = (id: string, action: string, resourceType: string | null, resourceId: string | null, details: object, workspaceId = w) =>
+        storedEvent(workspaceId, { id, action, resourceType, resourceId, details });
       const ids = Array.from({ length: 12 }, () => uuidv7());
       await store.db
         .insertInto('audit_events')
@@ -361,13 +367,10 @@ for (const kind of STORE_KINDS) {
     it('takes odd details as they were stored: ids that are no array or hold other values than strings, a null subject, a mere mention', async () => {
       const { store, migrator } = await stores.open('0020_search_inputs_check');
 
-      const at = '2026-11-01T00:00:00.000Z';
       const w = uuidv7();
       const [ada, bob] = [uuidv7(), uuidv7()];
-      const event = (id: string, action: string, resourceType: string | null, details: unknown) => ({
-        id, tenant_id: 'tenant', workspace_id: w, at, action, request_id: 'r', key_id: null, key_name: 'k',
-        resource_type: resourceType, resource_id: null, outcome: 'success', details: JSON.stringify(details),
-      });
+      const event = (id: string, action: string, resourceType: string | null, details: unknown) =>
+        storedEvent(w, { id, action, resourceType, resourceId: null, details });
       const ids = Array.from({ length: 9 }, () => uuidv7());
       await store.db
         .insertInto('audit_events')
