@@ -13,7 +13,7 @@ import { lazyRequestLoggerFactory } from './plugins/request-logger.js';
 import { RequestLogLines } from './plugins/request-log-lines.js';
 import { answerFrameworkError, registerErrorHandling } from './plugins/errors.js';
 import { acceptJsonOnly } from './plugins/json-body.js';
-import { useStrictValidation } from './plugins/validation.js';
+import { refuseUnknownQueryParameters, useStrictValidation } from './plugins/validation.js';
 import { registerOpenApi } from './plugins/openapi.js';
 import { registerMetrics } from './plugins/metrics.js';
 import { registerStoreGauges } from './plugins/store-metrics.js';
@@ -82,6 +82,7 @@ export async function buildApp(container: Container, options: AppOptions = {}): 
 
   await app.register(async (api) => {
     requireApiKey(api, container);
+    refuseUnknownQueryParameters(api);
     registerMeRoutes(api as Api);
     for (const register of apiRouteModules) await register(api as Api, container);
   });

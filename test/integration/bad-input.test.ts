@@ -405,6 +405,26 @@ describeEachStore('bad input on every management route', (env) => {
     expect(await stateOf(ws, f)).toEqual(before);
   });
 
+  it('refuses query parameters on every route that takes none, naming the parameter; writes nothing', async () => {
+    const ws = await env.workspace();
+    const f = await fixture(ws);
+    const before = await stateOf(ws, f);
+    const lists = new Set(LIST_ROUTES.map((list) => list.path));
+    const routes: { method: Method; url: string; body?: unknown }[] = [
+      ...ROUTES.filter((route) => !(route.method === 'GET' && lists.has(route.path(f)))).map((route) => ({ method: route.method, url: route.path(f), body: route.body?.(f) })),
+      { method: 'GET', url: '/v1/me' },
+      { method: 'GET', url: `/v1/diagrams/${f.runId}/graph` },
+      { method: 'GET', url: '/v1/events/catalog' },
+    ];
+    for (const { method, url, body } of routes) {
+      // Answered as if the parameter were not there: a typo, or another API's parameter, passed silently.
+      expectError(await ws.call(method, `${url}?expand=steps`, { body }), 400, 'invalid_request', '"expand"');
+    }
+    expect(await stateOf(ws, f)).toEqual(before);
+    // The routes still answer without one.
+    expect((await ws.call('GET', `/v1/runs/${f.runId}`)).statusCode).toBe(200);
+  });
+
   it('refuses text no store keeps (U+0000, unpaired surrogates) in bodies, query strings and paths, naming where; writes nothing', async () => {
     const ws = await env.workspace();
     const f = await fixture(ws);

@@ -1,4 +1,5 @@
 import Ajv from 'ajv';
+import { Type } from '@sinclair/typebox';
 import addFormats from 'ajv-formats';
 import type { FastifyInstance } from 'fastify';
 import { ApiError } from '../../lib/errors.js';
@@ -72,3 +73,18 @@ const integerParametersOf = weakMemo((schema: object): string[] => {
   if (!properties) return [];
   return Object.keys(properties).filter((name) => properties[name]?.type === 'integer');
 });
+
+/**
+ * A route of the API that takes no query parameters refuses any, as every list refuses one it
+ * does not know: `GET /v1/runs/{runId}?expand=steps` answered the run alone, so a typo or a
+ * parameter of another API passed silently. Routes that declare their query string keep it;
+ * the public routes (a webhook delivery, whose sender may add its own) are outside this context.
+ */
+export function refuseUnknownQueryParameters(app: FastifyInstance): void {
+  app.addHook('onRoute', (route) => {
+    if (route.schema?.querystring) return;
+    route.schema = { ...route.schema, querystring: NO_QUERY_PARAMETERS };
+  });
+}
+
+const NO_QUERY_PARAMETERS = Type.Object({}, { additionalProperties: false });
