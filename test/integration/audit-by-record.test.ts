@@ -122,8 +122,12 @@ describeEachStore('audit events by record and by key', (env) => {
       forAda.filter((event) => event.action.startsWith('run.')).map((event) => event.action),
     );
 
-    // Upper case is the same id; a record nothing touched: an empty list.
-    expect(await list(ws, `recordId=${ada.toUpperCase()}&limit=100`)).toEqual(forAda);
+    // Upper case is the same id, and the report now lists its own read above (audit.read);
+    // a record nothing touched: an empty list.
+    expect(await list(ws, `recordId=${ada.toUpperCase()}&limit=100`)).toEqual([
+      expect.objectContaining({ action: 'audit.read', resourceId: ada, details: { filters: { recordId: ada }, cursor: false, count: forAda.length } }),
+      ...forAda,
+    ]);
     expect(await list(ws, `recordId=${uuidv7()}`)).toEqual([]);
 
     // Each search's index rows are exactly the ids it handed out, whichever way it was written.
@@ -211,9 +215,14 @@ describeEachStore('audit events by record and by key', (env) => {
     const bySecond = await list(ws, `keyId=${second.keyId}&limit=100`);
     expect(bySecond.map((event) => event.action)).toEqual(['search.execute', 'run.cancel', 'run.create', 'run.create']);
     expect(bySecond).toEqual(everything.filter((event) => event.keyId === second.keyId));
+    // The first key read the trail twice meanwhile (everything, then bySecond): audit.read, newest first.
     const byFirst = await list(ws, `keyId=${ws.keyId}&limit=100`);
-    expect(byFirst.map((event) => event.action)).toEqual(['run.pause', 'run.create', 'trigger.create']);
-    expect(byFirst).toEqual(everything.filter((event) => event.keyId === ws.keyId));
+    expect(byFirst.map((event) => event.action)).toEqual(['audit.read', 'audit.read', 'run.pause', 'run.create', 'trigger.create']);
+    expect(byFirst.slice(0, 2).map((event) => event.details)).toEqual([
+      { filters: { keyId: second.keyId }, cursor: false, count: bySecond.length },
+      { filters: {}, cursor: false, count: everything.length },
+    ]);
+    expect(byFirst.slice(2)).toEqual(everything.filter((event) => event.keyId === ws.keyId));
 
     // Both filters: what the second key did to Ada's data.
     const secondOnAda = await list(ws, `keyId=${second.keyId}&recordId=${ada}&limit=100`);
@@ -227,10 +236,17 @@ describeEachStore('audit events by record and by key', (env) => {
     expect((await list(ws, `recordId=${ada}&action=run.pause`)).map((event) => event.resourceId)).toEqual([other]);
     expect((await list(ws, `keyId=${second.keyId}&action=run.cancel`)).map((event) => event.resourceId)).toEqual([first]);
 
-    // `since` with either: exactly the events at or after it.
+    // `since` with either: exactly the events at or after it. Ada's list holds the first key's
+    // reads of her events (audit.read), and every read of it adds one: the reads after
+    // `adaEvents` are left out of the comparison (audit-read.test.ts checks them).
     const adaEvents = await list(ws, `recordId=${ada}&limit=100`);
-    const since = adaEvents[2].at;
-    expect(await list(ws, `recordId=${ada}&since=${encodeURIComponent(since)}&limit=100`)).toEqual(adaEvents.filter((event) => event.at >= since));
+    expect(adaEvents.filter((event) => event.action === 'audit.read').map((event) => event.details.filters)).toEqual([
+      { recordId: ada, action: 'run.pause' },
+      { recordId: ada, keyId: second.keyId },
+    ]);
+    const since = adaEvents[4].at;
+    const asOfAdaEvents = (events: EventJson[]) => events.filter((event) => event.action !== 'audit.read' || event.id <= adaEvents[0].id);
+    expect(asOfAdaEvents(await list(ws, `recordId=${ada}&since=${encodeURIComponent(since)}&limit=100`))).toEqual(adaEvents.filter((event) => event.at >= since));
     expect(await list(ws, `recordId=${ada}&keyId=${second.keyId}&since=${encodeURIComponent(since)}&limit=100`)).toEqual(
       secondOnAda.filter((event) => event.at >= since),
     );
@@ -252,14 +268,24 @@ describeEachStore('audit events by record and by key', (env) => {
     }
     const whole = await list(ws, `recordId=${ada}&limit=100`);
     expect(whole.map((event) => event.action)).toEqual(['search.execute', 'search.execute', 'run.create', 'run.create', 'run.create']);
+    // The read of `whole` is Ada's newest event now (audit.read); the pages' own reads come after
+    // the page each was read from, so none shows on a later page.
     const paged = await allPages(ws, `recordId=${ada}&limit=2`);
-    expect(paged.sizes).toEqual([2, 2, 1]);
-    expect(paged.events).toEqual(whole);
+    expect(paged.sizes).toEqual([2, 2, 2]);
+    expect(paged.events).toEqual([
+      expect.objectContaining({ action: 'audit.read', resourceId: ada, details: { filters: { recordId: ada }, cursor: false, count: whole.length } }),
+      ...whole,
+    ]);
     const runs = await allPages(ws, `recordId=${ada}&action=run.create&limit=2`);
     expect(runs.sizes).toEqual([2, 1]);
     expect(runs.events).toEqual(whole.filter((event) => event.action === 'run.create'));
     const byKey = await allPages(ws, `keyId=${ws.keyId}&limit=2`);
-    expect(byKey.events).toEqual((await list(ws, `keyId=${ws.keyId}&limit=100`)));
+    // Read whole afterwards, the key's list has the reads of byKey's pages on top, newest (the
+    // last page's, which followed a cursor) first.
+    const pageReads = byKey.sizes.map((size, n) => ({ filters: { keyId: ws.keyId }, cursor: n > 0, count: size })).reverse();
+    const afterwards = await list(ws, `keyId=${ws.keyId}&limit=100`);
+    expect(afterwards.slice(0, pageReads.length).map((event) => [event.action, event.details])).toEqual(pageReads.map((details) => ['audit.read', details]));
+    expect(byKey.events).toEqual(afterwards.slice(pageReads.length));
     expect(byKey.sizes.every((size) => size <= 2)).toBe(true);
   });
 

@@ -19,6 +19,9 @@ export type AuditAction =
   | 'run.steps.read'
   | 'run.graph.read'
   | 'run.error.read'
+  // Reads of the trail itself (audit-read.ts): a page of the API's list, an admin export.
+  | 'audit.read'
+  | 'audit.export'
   // Set-up changes through the API (setup-audit.ts) and admin commands (cli/admin):
   | `${'trigger' | 'query' | 'webhook'}.${'create' | 'update' | 'delete'}`
   | 'workspace.create'
