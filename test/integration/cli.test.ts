@@ -419,7 +419,8 @@ function suite(kind: StoreKind) {
         expect(await exported('--record', bob)).toEqual(['run.create 01', 'search.execute 02']);
         expect(await exported('--key', leaked)).toEqual(['run.create 00', 'search.execute 02', 'query.create 04']);
         expect(await exported('--key', leaked, '--record', bob)).toEqual(['search.execute 02']);
-        expect(await exported('--record', ada, '--since', '2024-04-01T00:02:00Z')).toEqual(['search.execute 02', 'run.cancel 03']);
+        // Ada's first export above is audited (audit.export, now) and names her record: it is in her events since then.
+        expect(await exported('--record', ada, '--since', '2024-04-01T00:02:00Z')).toEqual(['search.execute 02', 'run.cancel 03', expect.stringMatching(/^audit\.export \d\d$/)]);
         expect(await exported('--record', uuidv7())).toEqual([]);
         expect(() => parseAdminArgv(['audit', 'export', '--workspace', workspaceId, '--record', 'mrn-1'])).toThrow(/--record must be a record id/);
         expect(() => parseAdminArgv(['audit', 'export', '--workspace', workspaceId, '--key', 'abc'])).toThrow(UsageError);

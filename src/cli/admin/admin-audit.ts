@@ -23,7 +23,7 @@ function adminContext(workspace: { id: string; tenant_id: string }, environment:
   };
 }
 
-/** Records one admin change; never pass a key, a secret or a hash in `details`. */
+/** Records one admin change (or an export of the trail); never pass a key, a secret or a hash in `details`. */
 export async function auditAdminChange(
   db: DbOrTx,
   workspace: { id: string; tenant_id: string },
