@@ -8,7 +8,7 @@ import { expect, it } from 'vitest';
 import { sql } from 'kysely';
 import { describeEachStore, type TestEnv, type TestWorkspace } from '../helpers/test-env.js';
 import { patient as insertPatient } from '../helpers/engine-harness.js';
-import { recordAudit, type AuditInput } from '../../src/modules/audit/audit.repository.js';
+import { recordAudit, type AuditEvent, type AuditInput } from '../../src/modules/audit/audit.repository.js';
 import { systemContext } from '../../src/auth/context.js';
 import { SCOPES } from '../../src/auth/scopes.js';
 import { auditExport } from '../../src/cli/admin/audit.js';
@@ -16,18 +16,8 @@ import { parseAdminArgv } from '../../src/cli/admin/dispatch.js';
 import type { Output } from '../../src/cli/admin/command.js';
 import type { Container } from '../../src/container.js';
 
-interface EventJson {
-  id: string;
-  action: string;
-  requestId: string | null;
-  keyId: string | null;
-  keyName: string | null;
-  workspaceId: string;
-  resourceType: string | null;
-  resourceId: string | null;
-  outcome: string;
-  details: Record<string, unknown>;
-}
+/** An event as the API and the export write it (its time as ISO text). */
+type EventJson = AuditEvent;
 
 async function read(ws: TestWorkspace, query: string, options: { key?: string; requestId?: string } = {}) {
   const headers: Record<string, string> = options.requestId === undefined ? {} : { 'x-request-id': options.requestId };
