@@ -11,15 +11,10 @@ import { chain, fire, patient as insertPatient, testWorker, webTriggerFor } from
 import { STORE_KINDS } from '../helpers/stores.js';
 import { storesAtMigration } from '../helpers/store-at-migration.js';
 import { uuidv7 } from '../../src/lib/ids.js';
+import type { AuditEvent } from '../../src/modules/audit/audit.repository.js';
 
-interface EventJson {
-  id: string;
-  at: string;
-  action: string;
-  keyId: string | null;
-  resourceId: string | null;
-  details: Record<string, unknown>;
-}
+/** An event as the API answers it (its time as ISO text). */
+type EventJson = AuditEvent;
 
 async function list(ws: TestWorkspace, query: string, key?: string): Promise<EventJson[]> {
   const res = await ws.call('GET', `/v1/audit-events?${query}`, key === undefined ? {} : { key });
