@@ -82,14 +82,16 @@ export async function sendOutbound(request: OutboundRequest, allow: AllowList, p
   if (url.pathname.startsWith('//')) throw new OutboundRefusedError(`its path starts with "//" (${DOUBLE_SLASH})`);
   const target = targetOf(url);
   const { host, port } = target;
+  // The try's timeout covers the name's lookup too: what is left of it goes to the exchange.
+  const deadline = Date.now() + request.timeoutMs;
   const giveUp = new AbortController();
   const agent = proxy?.agentFor(url, giveUp.signal) ?? null;
   if (agent) {
-    if (!allow.namesHost(host, port)) checkAll(allow, host, port, await resolve(host, true));
+    if (!allow.namesHost(host, port)) checkAll(allow, host, port, await resolve(host, true, request.timeoutMs));
     request.beforeSend?.();
-    return exchange(request, target, { agent }, giveUp);
+    return exchange(request, target, { agent }, giveUp, deadline);
   }
-  const addresses = await resolve(host, false);
+  const addresses = await resolve(host, false, request.timeoutMs);
   checkAll(allow, host, port, addresses);
   const vettedLookup: LookupFunction = (_hostname, options, callback) => {
     const family = options.family === 4 || options.family === 6 ? options.family : 0;
@@ -102,7 +104,7 @@ export async function sendOutbound(request: OutboundRequest, allow: AllowList, p
   };
   // A fresh connection per request: a pooled socket could outlive the address check.
   request.beforeSend?.();
-  return exchange(request, target, { lookup: vettedLookup, agent: false }, giveUp);
+  return exchange(request, target, { lookup: vettedLookup, agent: false }, giveUp, deadline);
 }
 
 function checkAll(allow: AllowList, host: string, port: number, addresses: LookupAddress[]): void {
@@ -112,16 +114,70 @@ function checkAll(allow: AllowList, host: string, port: number, addresses: Looku
   }
 }
 
-async function resolve(host: string, proxied: boolean): Promise<LookupAddress[]> {
+/**
+ * Lookups of outbound calls running at once, at most. `dns.lookup` is getaddrinfo on one of
+ * libuv's four threads, held until the resolver answers (5 s a server and try by default when
+ * one does not), and those threads also run the file system calls every request waits for (the
+ * SQLite WAL flush of each answered write). A blueprint calling names of a DNS server that never
+ * answers held all four with a few dozen runs, and with them every other workspace's writes.
+ */
+export const MAX_OUTBOUND_LOOKUPS = 2;
+let lookupsRunning = 0;
+const waitingForLookup: (() => void)[] = [];
+
+/** Runs `lookup` when fewer than MAX_OUTBOUND_LOOKUPS run; `lookup` calls its argument once its thread is free. */
+function whenLookupFree(lookup: (free: () => void) => void): () => void {
+  let state: 'waiting' | 'started' | 'dropped' = 'waiting';
+  const start = () => {
+    if (state !== 'waiting') return;
+    state = 'started';
+    lookupsRunning++;
+    lookup(() => {
+      lookupsRunning--;
+      waitingForLookup.shift()?.();
+    });
+  };
+  if (lookupsRunning < MAX_OUTBOUND_LOOKUPS) start();
+  else waitingForLookup.push(start);
+  // The caller gave up: a lookup not started yet never starts (a started one keeps its thread).
+  return () => {
+    if (state !== 'waiting') return;
+    state = 'dropped';
+    const at = waitingForLookup.indexOf(start);
+    if (at >= 0) waitingForLookup.splice(at, 1);
+  };
+}
+
+async function resolve(host: string, proxied: boolean, timeoutMs: number): Promise<LookupAddress[]> {
   const family = isIP(host);
   if (family !== 0) return [{ address: host, family }];
   return new Promise((done, fail) => {
-    dnsLookup(host, { all: true, verbatim: true }, (error, addresses) => {
-      // Through a proxy the name may resolve only there: the message says how to let it through.
-      const hint = proxied ? ' (through the proxy, a host this process cannot resolve goes only when CAREPATH_HTTP_ALLOW names it)' : '';
-      if (error) fail(new OutboundNetworkError(`could not resolve ${host}: ${error.code ?? error.message}${hint}`, `dns ${error.code ?? 'error'}`));
-      else if (addresses.length === 0) fail(new OutboundNetworkError(`${host} has no address`, 'dns no address'));
-      else done(addresses);
+    let settled = false;
+    const settle = (outcome: () => void) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      outcome();
+    };
+    const timer = setTimeout(() => {
+      drop();
+      settle(() => fail(new OutboundNetworkError(`could not resolve ${host} within ${timeoutMs} ms`, 'dns timeout')));
+    }, timeoutMs);
+    const drop = whenLookupFree((free) => {
+      try {
+        dnsLookup(host, { all: true, verbatim: true }, (error, addresses) => {
+          free();
+          // Through a proxy the name may resolve only there: the message says how to let it through.
+          const hint = proxied ? ' (through the proxy, a host this process cannot resolve goes only when CAREPATH_HTTP_ALLOW names it)' : '';
+          if (error) settle(() => fail(new OutboundNetworkError(`could not resolve ${host}: ${error.code ?? error.message}${hint}`, `dns ${error.code ?? 'error'}`)));
+          else if (addresses.length === 0) settle(() => fail(new OutboundNetworkError(`${host} has no address`, 'dns no address')));
+          else settle(() => done(addresses));
+        });
+      } catch (error) {
+        // Refused before it reached a thread (a name it cannot take): the place is free again.
+        free();
+        settle(() => fail(error));
+      }
     });
   });
 }
@@ -130,7 +186,13 @@ async function resolve(host: string, proxied: boolean): Promise<LookupAddress[]>
 type Connection = { lookup: LookupFunction; agent: false } | { agent: http.Agent };
 
 /** `giveUp` is aborted when the deadline passes: whatever the connection opened closes. */
-function exchange(request: OutboundRequest, target: { host: string; port: number }, connection: Connection, giveUp: AbortController): Promise<OutboundAnswer> {
+function exchange(
+  request: OutboundRequest,
+  target: { host: string; port: number },
+  connection: Connection,
+  giveUp: AbortController,
+  deadlineAt: number,
+): Promise<OutboundAnswer> {
   const { url } = request;
   const transport = url.protocol === 'https:' ? https : http;
   return new Promise((done, fail) => {
@@ -187,7 +249,7 @@ function exchange(request: OutboundRequest, target: { host: string; port: number
       finish(() => fail(new OutboundNetworkError(`no answer within ${request.timeoutMs} ms`, 'timeout')));
       req.destroy();
       giveUp.abort();
-    }, request.timeoutMs);
+    }, Math.max(1, deadlineAt - Date.now()));
     // https-proxy-agent reports the answer to its CONNECT; http-proxy-agent (absolute form, no
     // CONNECT) sends the same event with no status at all.
     req.on('proxyConnect', (connect: { statusCode?: number }) => {
