@@ -17,6 +17,8 @@ describe('http allow-list', () => {
     '::ffff:127.0.0.1', '::ffff:7f00:1', '64:ff9b::10.0.0.1',
     // IPv4 wrapped the older ways (URLs write [::127.0.0.1] as ::7f00:1, [::ffff:0:127.0.0.1] as ::ffff:0:7f00:1).
     '::7f00:1', '::a00:1', '::ffff:0:7f00:1', '::ffff:0:a9fe:a9fe',
+    // NAT64 of 0.0.0.0/8 ("this host" on Linux), written with the zeros compressed.
+    '64:ff9b::', '64:ff9b::a', '64:ff9b::0.0.0.10', '64:ff9b:0:0:0:0:7f00:1',
   ])('refuses the non-public address %s', (address) => {
     expect(none.refusal('h', 80, address)).toMatch(/non-public/);
   });
