@@ -78,14 +78,20 @@ export function openSecrets(box: SecretBox, rows: readonly SecretRow[], now: Dat
 }
 
 /**
- * The secrets of an endpoint that stopped verifying by `now` (rotated out), opened, the latest to
- * stop first: only to tell a sender still using one what is wrong (delivery-endpoint.ts).
+ * The secret of an endpoint that stopped verifying last by `now` (rotated out), opened; none
+ * when no secret stopped yet: only to tell a sender still using it what is wrong
+ * (delivery-endpoint.ts). The last one only, not every secret the endpoint ever had: each is
+ * checked with an HMAC over the whole refused body (up to 20 MiB, about 17 ms on the serving
+ * thread) for anyone who knows the endpoint's URL, and the work of a refusal grew with every
+ * rotation (a security review, 2026-11-28). A sender on a secret retired before it is told
+ * that no signature matches.
  */
 export function retiredSecrets(box: SecretBox, rows: readonly SecretRow[], now: Date): ActiveSecret[] {
   const at = now.toISOString();
   return rows
     .filter((row) => row.expires_at !== null && row.expires_at <= at)
     .sort(descendingBy((row) => row.expires_at!))
+    .slice(0, 1)
     .map((row) => opened(box, row));
 }
 
