@@ -19,6 +19,13 @@
  * inserts the new one, never the same). The change-log triggers on record_tags are statement
  * triggers and run once for the deleted and once for the inserted tags.
  *
+ * The batch's runs are locked in id order (`locked`) before any is written: the order an
+ * event's wake locks the runs waiting for it (event-waits.ts). Locked in whatever order the
+ * plan took the writes, a batch holding one of two waiting runs of a patient and a wake holding
+ * the other waited for each other until PostgreSQL rolled one back; a wake rolled back stayed
+ * on its delivery until a sweep, and the runs saw the event only then
+ * (test/integration/engine-run-lock-order.test.ts).
+ *
  * The text does not depend on the batch size, so it runs as a named (server-side prepared)
  * statement: each pooled connection parses and plans it once.
  */
@@ -30,10 +37,14 @@ const COMMIT_STEPS_SQL = `
     select * from unnest($1::text[], $2::integer[], $3::text[], $4::text[], $5::text[], $6::integer[], $7::integer[], $8::text[], $9::text[])
       as t(id, fence, state, from_status, to_status, check_status, ends, error, at)
   ),
+  locked as (
+    select runs.id from runs where runs.id = any($1::text[]) and runs.lease_owner = $10 order by runs.id for update
+  ),
   guarded as (
     update runs set ${GUARDED_RUN_CHANGES}
     from w
     where runs.id = w.id
+      and runs.id in (select id from locked)
       and runs.lease_owner = $10
       and runs.lease_fence = w.fence
       and (w.check_status = 0 or runs.automation_status = w.from_status)
@@ -74,7 +85,7 @@ export async function commitPlainWritesOnPostgres(pool: pg.Pool, writes: StepWri
   const steps = writes.flatMap((write) => (write.insertStep ? [write.insertStep] : []));
   const finishes = writes.flatMap((write) => (write.finishStep ? [{ runId: write.lease.runId, ...write.finishStep }] : []));
   const result = await pool.query<{ id: string }>({
-    name: 'carepath_commit_steps_v1',
+    name: 'carepath_commit_steps_v2',
     text: COMMIT_STEPS_SQL,
     values: [
       runs.map(({ write }) => write.lease.runId),

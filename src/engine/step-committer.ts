@@ -165,18 +165,23 @@ function writeBatchTheStoresWay(db: Db, writes: StepWrite[]): Promise<Set<string
     const connection = sqliteConnectionOf(db);
     if (connection) return commitPlainWritesOnSqlite(db, connection, writes);
   }
-  return db.transaction().execute((tx) => commitWrites(tx, writes, { lockRecords: pool !== undefined }));
+  return db.transaction().execute((tx) => commitWrites(tx, writes, { lockRecords: pool !== undefined, lockRuns: pool !== undefined }));
 }
 
 /**
  * Writes of several runs in one transaction; answers the runs whose guard passed. With
  * `lockRecords` (PostgreSQL), the patients' records the effects change are locked first, all
  * together and in the order deliveries lock theirs: effects in batch order locked them in any
- * order, and two batches, or a batch and a delivery, deadlocked.
+ * order, and two batches, or a batch and a delivery, deadlocked. With `lockRuns` (PostgreSQL),
+ * the runs' rows are locked first, in id order, as an event's wake locks the runs waiting for it
+ * (event-waits.ts): in the order of the batch, a batch and a wake each held one of a patient's
+ * waiting runs and waited for the other (step-commit-postgres.ts says the same of the one
+ * statement).
  */
-export async function commitWrites(tx: DbOrTx, allWrites: StepWrite[], options: { lockRecords?: boolean } = {}): Promise<Set<string>> {
+export async function commitWrites(tx: DbOrTx, allWrites: StepWrite[], options: { lockRecords?: boolean; lockRuns?: boolean } = {}): Promise<Set<string>> {
   const writes = await claimFirstWrites(tx, allWrites);
   if (writes.length === 0) return new Set();
+  if (options.lockRuns) await lockRunsInOrder(tx, writes);
   const applied = await guardedUpdate(tx, writes);
   const passed = writes.filter((write) => applied.has(write.lease.runId));
   const records = passed.flatMap((write) => (write.locksRecord ? [write.locksRecord] : []));
@@ -220,6 +225,12 @@ async function claimFirstWrites(tx: DbOrTx, writes: StepWrite[]): Promise<StepWr
     else if (await claimAlone(tx, write.lease, write.at)) claimed.push({ ...write, lease: claimedLease(write.lease) });
   }
   return claimed;
+}
+
+/** PostgreSQL: the rows of the batch's runs this worker holds, locked in id order until commit. */
+async function lockRunsInOrder(tx: DbOrTx, writes: StepWrite[]): Promise<void> {
+  const ids = writes.map((write) => write.lease.runId).sort();
+  await tx.selectFrom('runs').select('id').where('id', 'in', ids).where('lease_owner', '=', writes[0].lease.owner).orderBy('id').forUpdate().execute();
 }
 
 function statusAfter(write: StepWrite): RunStatus {
