@@ -25,6 +25,19 @@ describeEachStore('audit events since a time', (env) => {
     expect(await plain('2030-01-02T00:00:00.001Z')).toEqual([]);
   });
 
+  it('says how to write since and recordId when they are refused: an offset\'s + unescaped in the URL, an extId for a record id', async () => {
+    const ws = await env.workspace();
+    // `+01:00` as typed in a shell: the query string reads the + as a space.
+    const offset = await ws.call('GET', '/v1/audit-events?since=2030-01-01T01:00:00+01:00');
+    expect(offset.statusCode).toBe(400);
+    expect(offset.json().code).toBe('invalid_request');
+    expect(offset.json().error).toMatch(/^querystring\.since must be an RFC 3339 time .*%2B/);
+    const extId = await ws.call('GET', '/v1/audit-events?recordId=demo-patient');
+    expect(extId.statusCode).toBe(400);
+    expect(extId.json().error).toMatch(/^querystring\.recordId must be a UUID/);
+    expect((await ws.call('GET', '/v1/audit-events?since=2030-01-01T01:00:00%2B01:00')).statusCode).toBe(200);
+  });
+
   it('bounds ids by time: the lowest id of a millisecond, its 48-bit time first', () => {
     expect(lowestUuidv7At(Date.parse('2030-01-01T00:00:00.000Z'))).toBe('01b8dac5-b400-0000-0000-000000000000');
     expect(lowestUuidv7At(-5)).toBe('00000000-0000-0000-0000-000000000000');

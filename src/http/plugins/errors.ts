@@ -22,6 +22,17 @@ const PATTERN_MEANINGS = new Map<string, string>([
   [IdempotencyKeyText.pattern!, 'must be 1–255 printable ASCII characters (letters, digits, punctuation and spaces; no accents, line breaks or emoji), as in the Idempotency-Key header'],
 ]);
 
+/**
+ * What a string format means, in place of the validator's `must match format "date-time"`, which
+ * told a caller neither the form wanted nor why theirs failed. In a URL an unescaped `+` reads as
+ * a space, so `?since=2026-11-01T00:00:00+01:00` arrives as `…00:00:00 01:00` and fails: the
+ * sentence says how to write it.
+ */
+const FORMAT_MEANINGS = new Map<string, string>([
+  ['date-time', 'must be an RFC 3339 time with its offset, such as 2026-11-01T00:00:00Z; in a URL write a + offset as %2B (a bare + reads as a space)'],
+  ['uuid', 'must be a UUID, as this service writes its ids (such as 01900000-0000-7000-8000-000000000000)'],
+]);
+
 /** Turns the first schema failure into a sentence that names the field: `body.limit must be <= 100`. */
 export function describeValidation(part: string, issues: ValidationIssue[]): string {
   const issue = issues[0];
@@ -41,6 +52,8 @@ export function describeValidation(part: string, issues: ValidationIssue[]): str
       return `${path} must be one of ${(issue.params.allowedValues as unknown[]).map((v) => JSON.stringify(v)).join(', ')}`;
     case 'pattern':
       return `${path} ${PATTERN_MEANINGS.get(String(issue.params.pattern)) ?? issue.message ?? 'is invalid'}`;
+    case 'format':
+      return `${path} ${FORMAT_MEANINGS.get(String(issue.params.format)) ?? issue.message ?? 'is invalid'}`;
     default:
       return `${path} ${issue.message ?? 'is invalid'}`;
   }
