@@ -133,6 +133,12 @@ describeEachStore('delivery signatures over HTTP', (env) => {
     );
   });
 
+  it('says that t counts seconds when a sender signs with milliseconds (Date.now())', async () => {
+    const ms = env.container.clock.now().getTime();
+    const res = await refused({ signature: `t=${ms},v1=${hex(endpoint.secret, ms, body)}` }, 'invalid_signature');
+    expect(res.json().error).toMatch(/^X-Service-Signature t must be whole Unix seconds.*not milliseconds/);
+  });
+
   it('refuses a body re-serialized after signing', async () => {
     const signedPretty = signPayload(endpoint.secret, JSON.stringify(patient, null, 2), nowSeconds(env.container));
     await refused({ signature: signedPretty }, 'invalid_signature', body);

@@ -85,7 +85,8 @@ const SIGNATURE_MESSAGES: Record<SignatureFailureReason, string> = {
   missing_header: 'X-Service-Signature is missing; send t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<body>">',
   malformed_header: 'X-Service-Signature is malformed (sent twice, t given twice, too long or too many v1 values)',
   missing_timestamp: 'X-Service-Signature has no t=<unix seconds> element',
-  invalid_timestamp: 'X-Service-Signature t must be whole Unix seconds',
+  // Date.now() (milliseconds) is the usual slip of a JavaScript sender: say it, not only "seconds".
+  invalid_timestamp: 'X-Service-Signature t must be whole Unix seconds, as date +%s prints them (not milliseconds: in JavaScript Math.floor(Date.now() / 1000))',
   missing_v1: 'X-Service-Signature has no v1 signature',
   malformed_v1: 'X-Service-Signature v1 must be the HMAC-SHA256 as 64 lower-case hex characters (not base64, not upper case)',
   no_matching_signature:
