@@ -93,6 +93,11 @@ describeEachStore('webhook endpoints', (env) => {
     expect(auth.statusCode).toBe(400);
     expect(auth.json()).toMatchObject({ code: 'invalid_request' });
     expect(auth.json().error).toContain('body.auth');
+    // A leaked or lost secret is replaced by an admin command (spec: not through the API): the answer says which.
+    const secret = await ws.call('PATCH', `/v1/webhooks/${created.webhookId}`, { body: { secret: 'whsec_mine' } });
+    expect(secret.statusCode).toBe(400);
+    expect(secret.json()).toMatchObject({ code: 'invalid_request' });
+    expect(secret.json().error).toContain(`carepath admin webhook rotate-secret ${created.webhookId}`);
     const url = await ws.call('PATCH', `/v1/webhooks/${created.webhookId}`, { body: { url: 'https://elsewhere.example' } });
     expect(url.statusCode).toBe(400);
     expect(url.json().error).toContain('"url"');

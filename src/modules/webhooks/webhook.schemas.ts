@@ -41,6 +41,8 @@ export const UpdateWebhookBody = named('UpdateWebhook', Type.Object(
     active: Type.Optional(Type.Boolean()),
     // Present only to answer a clear "auth cannot be changed" rather than "unknown field".
     auth: Type.Optional(Type.Unknown()),
+    // Likewise `secret`: refused with how a secret is rotated (spec: not through the API).
+    secret: Type.Optional(Type.Unknown({ description: 'Not settable here: the answer says how to rotate the secret (carepath admin webhook rotate-secret)' })),
   },
   { additionalProperties: false },
 ));

@@ -65,6 +65,12 @@ export async function changeWebhook(
   if (!row) throw notFound('webhook endpoint');
   // Nothing to change: the endpoint as it is, not moved (`updatedAt`) and not audited as changed.
   if (Object.keys(body).length === 0) return toWebhookView(row, deps.publicUrl);
+  if (body.secret !== undefined) {
+    throw invalidRequest(
+      `body.secret cannot be set through the API; rotate it with: carepath admin webhook rotate-secret ${webhookId} ` +
+        '(it prints the new secret once; the old one keeps working for the overlap, 24 hours by default)',
+    );
+  }
   if (body.auth !== undefined) {
     throw invalidRequest('body.auth cannot be changed; create a new endpoint and point the sending system at it');
   }
