@@ -121,7 +121,7 @@ export const TOO_DEEP = 'it nests too deeply (parentheses, operators or calls wi
 function discardTrace(): void {}
 
 /** The syntax tree of an expression without calls or unions, as far as the checks are concerned. */
-const SIMPLE_PATH: SyntaxNode = { type: 'EntireExpression', children: [] };
+export const SIMPLE_PATH: SyntaxNode = { type: 'EntireExpression', children: [] };
 
 export function evaluate(compiled: CompiledExpression, context: ExpressionContext): unknown[] {
   let result: unknown[];

@@ -215,6 +215,10 @@ describeEachStore('event triggers', (env) => {
       [{ type: 'event', event: 'Patient.created', when: "payload.resource.gender.matches('^(fe)?male(?!x)')" }, /^body\.when matches\(\): regular expression .* is not supported: invalid or unsupported Perl syntax/],
       // Millions of items from literals alone: the check gives up after 250 ms instead of holding the process.
       [{ type: 'event', event: 'Patient.created', when: `${BOMB}.select(${BOMB}.select(${BOMB}.select(${BOMB}))).count() > 0` }, /^body\.when takes longer than 250 ms even on an empty run context/],
+      // Checked on {payload} alone: a path from anywhere else found nothing and never held, silently.
+      [{ type: 'event', event: 'Patient.created', when: "resource.gender = 'female'" }, /^body\.when reads resource at the top, .*payload\.resource/],
+      [{ type: 'event', event: 'Patient.created', when: "subject.tags contains 'copd'" }, /^body\.when reads subject, which a trigger's condition does not have/],
+      [{ type: 'event', event: 'Patient.created', when: "payload.resource.exists() and vars.x > 1" }, /^body\.when reads vars/],
       [{ type: 'web', when: 'true' }, /^body\.when does not apply to a web trigger$/],
     ] as const) {
       const res = await create(body);
@@ -222,6 +226,9 @@ describeEachStore('event triggers', (env) => {
       expect(res.json()).toMatchObject({ code: 'invalid_request', error: expect.stringMatching(message) });
     }
     expect((await ws.call('GET', '/v1/triggers?type=event')).json().data).toHaveLength(1);
+    // Names inside a function's arguments are read from each item, not the root: still taken.
+    const within = await create({ type: 'event', event: 'Patient.created', when: "payload.resource.name.where(family = 'Jansen').exists()" });
+    expect(within.statusCode, within.body).toBe(201);
   });
 
   it('start one run per matching event: payload {event, resource, deliveryId}, subject, key, audit', async () => {

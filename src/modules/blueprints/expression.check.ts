@@ -4,11 +4,12 @@ import {
   ExpressionEvaluationError,
   ExpressionSyntaxError,
   notOneBoolean,
+  SIMPLE_PATH,
   TOO_DEEP,
   type CompiledExpression,
 } from '../../lib/fhirpath.js';
 import { constantPatternProblem } from '../../lib/fhirpath-regex.js';
-import type { SyntaxNode } from '../../lib/fhirpath-syntax.js';
+import { parseSyntax, type SyntaxNode } from '../../lib/fhirpath-syntax.js';
 import { runWithin, TimeBoxExceeded } from '../../lib/time-box.js';
 
 /**
@@ -46,13 +47,24 @@ export function conditionProblem(text: string): string | undefined {
 }
 
 /**
+ * What is wrong with an event trigger's `when`, or undefined: what `conditionProblem` finds, and
+ * a path that starts anywhere but at `payload`. The condition is checked before the run exists,
+ * on `{payload}` alone, so `resource.status = 'final'` (`payload.` left out) or
+ * `subject.tags contains 'copd'` found nothing, was false for every event, and the trigger
+ * started no run with nothing to say why (a walk through docs/integrating.md).
+ */
+export function triggerConditionProblem(text: string): string | undefined {
+  return problemOf(text, true, true);
+}
+
+/**
  * The longest expression taken, as an event trigger's `when` (its schema). Parsing costs about
  * 0.2 ms a character of a long expression, on the thread that serves everyone, before anything
  * can be time-boxed.
  */
 export const MAX_EXPRESSION_LENGTH = 2000;
 
-function problemOf(text: string, condition: boolean): string | undefined {
+function problemOf(text: string, condition: boolean, payloadOnly = false): string | undefined {
   if (text.length > MAX_EXPRESSION_LENGTH) return `is ${text.length} characters long; at most ${MAX_EXPRESSION_LENGTH}`;
   let compiled: CompiledExpression;
   let syntax: SyntaxNode;
@@ -78,6 +90,19 @@ function problemOf(text: string, condition: boolean): string | undefined {
   if (pattern) return pattern;
   const hint = hyphenHint(text);
   if (hint) return hint;
+  if (payloadOnly) {
+    let root: string | undefined;
+    try {
+      // A path without calls or `|` was compiled without its tree (lib/fhirpath.ts): read it here.
+      const tree = syntax === SIMPLE_PATH ? runWithin(() => parseSyntax(text), PARSE_TIMEOUT_MS) : syntax;
+      root = rootMembers(tree).find((name) => name !== 'payload');
+    } catch (error) {
+      if (error instanceof TimeBoxExceeded) return `takes longer than ${PARSE_TIMEOUT_MS} ms to parse; shorten it`;
+      if (error instanceof RangeError) return TOO_DEEP;
+      throw error;
+    }
+    if (root !== undefined) return notPayload(root);
+  }
   let result: unknown[];
   try {
     // An expression such as `(0|1|…|59).select((0|1|…|59).select(…))` builds millions of items
@@ -121,6 +146,30 @@ function alwaysHolds(result: readonly unknown[]): string | undefined {
   if (result.length !== 1 || typeof result[0] === 'boolean') return undefined;
   const kind = typeof result[0] === 'string' ? 'a string' : typeof result[0] === 'number' ? 'a number' : 'a value';
   return `always holds: it gives ${kind}, not true or false, even with no data, and one item that is not a Boolean counts as true; compare it (\`… > 8\`) or test it (\`….exists()\`)`;
+}
+
+/** The run context's members a trigger's condition does not have yet (docs/integrating.md §2). */
+const RUN_MEMBERS = new Set(['subject', 'steps', 'vars']);
+
+function notPayload(root: string): string {
+  if (RUN_MEMBERS.has(root)) {
+    return `reads ${root}, which a trigger's condition does not have: it sees payload only (the run, with its subject, vars and steps, does not exist yet), so it never holds; test ${root} in a link's when in the blueprint instead`;
+  }
+  return `reads ${root} at the top, where a trigger's condition has payload only, so it never holds; start the path at payload (payload.${root}…)`;
+}
+
+/**
+ * The names a path starts with at the top of an expression (`resource` in `resource.status`),
+ * read from the context's root. Function arguments are not looked at: inside `where(…)` a name
+ * is read from each item, not from the root.
+ */
+function rootMembers(node: SyntaxNode): string[] {
+  if (node.type === 'ParamList') return [];
+  const first = node.children?.[0];
+  if (node.type === 'InvocationTerm' && first?.type === 'MemberInvocation' && first.text !== undefined) {
+    return [first.text.replace(/^`|`$/g, '')];
+  }
+  return (node.children ?? []).flatMap(rootMembers);
 }
 
 function hyphenHint(text: string): string | undefined {

@@ -15,7 +15,7 @@ import { lockQuery } from '../queries/query.repository.js';
 import { parseSchedule } from '../schedules/schedule.js';
 import { nextRunAfter } from '../schedules/next-tick.js';
 import { eventNameProblem } from '../../ingestion/events.js';
-import { conditionProblem } from '../blueprints/expression.check.js';
+import { triggerConditionProblem } from '../blueprints/expression.check.js';
 import { ThreadTimeBudget } from '../../lib/thread-time-budget.js';
 import { perStore } from '../../storage/per-store.js';
 import { recordAudit } from '../audit/audit.repository.js';
@@ -83,7 +83,7 @@ const conditionChecks = perStore(() => new ThreadTimeBudget(1_000, 10_000, 'chec
 /** A condition that cannot compile, or could never hold, would start no run: refused at once, saying why. */
 function refuseBadWhen(db: Db, ctx: RequestContext, when: string | null | undefined): void {
   if (when === null || when === undefined) return;
-  const problem = conditionChecks(db).spend(ctx.keyId, () => conditionProblem(when));
+  const problem = conditionChecks(db).spend(ctx.keyId, () => triggerConditionProblem(when));
   if (problem) throw invalidRequest(`body.when ${problem}`);
 }
 
