@@ -84,6 +84,32 @@ function checkedPublicUrl(text: string): string {
   return text.replace(/\/+$/, '');
 }
 
+/**
+ * What is wrong with the webhook URLs this configuration hands out, said at start (the service
+ * runs either way). With `CAREPATH_HOST=0.0.0.0` and no `CAREPATH_PUBLIC_URL`, every endpoint's
+ * `url` read `http://0.0.0.0:8080/…`, which no sender can reach (a walk through the README), and
+ * nothing said why. In production a plain http:// URL sends bearer secrets readable.
+ */
+export function publicUrlWarnings(config: Pick<Config, 'publicUrl' | 'environment'>): string[] {
+  const url = new URL(config.publicUrl);
+  const warnings: string[] = [];
+  if (url.hostname === '0.0.0.0' || url.hostname === '[::]') {
+    warnings.push(
+      `webhook urls handed out begin ${config.publicUrl}, an address no sender can reach (made from CAREPATH_HOST when CAREPATH_PUBLIC_URL is not set): ` +
+        'set CAREPATH_PUBLIC_URL to the address senders reach this service at, such as https://carepath.example.org',
+    );
+    return warnings;
+  }
+  const loopback = url.hostname === 'localhost' || url.hostname === '[::1]' || url.hostname.startsWith('127.');
+  if (config.environment === 'production' && url.protocol === 'http:' && !loopback) {
+    warnings.push(
+      `webhook urls handed out begin ${config.publicUrl}, plain http in production: a bearer endpoint's secret and every delivery travel readable; ` +
+        'serve TLS in front and set CAREPATH_PUBLIC_URL to its https:// address',
+    );
+  }
+  return warnings;
+}
+
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 
 /** Whether `host` is a host a URL holds as written: an IP address (v6 without brackets) or a name. */

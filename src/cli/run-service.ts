@@ -3,7 +3,7 @@
  * different parts switched on (DESIGN §1): serve = HTTP + background services + the demo seed,
  * api = HTTP alone, worker = background services alone.
  */
-import type { Config } from '../config.js';
+import { publicUrlWarnings, type Config } from '../config.js';
 import { createContainer } from '../container.js';
 import { createLogger } from '../lib/logger.js';
 import { CAREPATH_VERSION, SCHEMA_LEVEL } from './version.js';
@@ -86,6 +86,8 @@ export async function runService(config: Config, parts: ServiceParts, print: (te
       );
     }
   }
+  // Only a process that serves the API hands webhook urls out.
+  if (parts.http) for (const warning of publicUrlWarnings(config)) logger.warn(warning);
   // On PostgreSQL, a machine whose clock is off is named in the log (at start and every minute).
   const stopClockWatch = watchClockSkew(container.db, container.logger);
   let server: RunningServer | null = null;

@@ -4,7 +4,7 @@
  * command (serve, api, worker, migrate, admin) reads its settings through loadConfig first.
  */
 import { describe, expect, it } from 'vitest';
-import { ConfigError, loadConfig } from '../../src/config.js';
+import { ConfigError, loadConfig, publicUrlWarnings } from '../../src/config.js';
 
 const refused = (env: Record<string, string>, message: RegExp) => {
   expect(() => loadConfig(env)).toThrow(ConfigError);
@@ -70,5 +70,27 @@ describe('loadConfig', () => {
     refused({ CAREPATH_RATE_LIMIT: '100 per second' }, /^CAREPATH_RATE_LIMIT must look like <requests>\/<seconds>s/);
     refused({ CAREPATH_RATE_LIMIT: '0/1s' }, /^CAREPATH_RATE_LIMIT/);
     refused({ CAREPATH_LOG_LEVEL: 'verbose' }, /^CAREPATH_LOG_LEVEL must be one of/);
+  });
+});
+
+describe('publicUrlWarnings', () => {
+  it('says that webhook urls made from CAREPATH_HOST=0.0.0.0 or :: reach nobody, and how to fix it', () => {
+    for (const host of ['0.0.0.0', '::']) {
+      const warnings = publicUrlWarnings(loadConfig({ CAREPATH_HOST: host }));
+      expect(warnings).toHaveLength(1);
+      expect(warnings[0]).toMatch(/no sender can reach/);
+      expect(warnings[0]).toContain('set CAREPATH_PUBLIC_URL');
+    }
+    expect(publicUrlWarnings(loadConfig({ CAREPATH_HOST: '0.0.0.0', CAREPATH_PUBLIC_URL: 'https://carepath.example.org' }))).toEqual([]);
+  });
+
+  it('says that plain http webhook urls in production send secrets readable, except on this machine', () => {
+    const production = { CAREPATH_ENVIRONMENT: 'production', CAREPATH_SECRET_KEY: 'a'.repeat(64) };
+    const warnings = publicUrlWarnings(loadConfig({ ...production, CAREPATH_PUBLIC_URL: 'http://carepath.example.org' }));
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]).toContain('plain http in production');
+    expect(publicUrlWarnings(loadConfig({ ...production, CAREPATH_PUBLIC_URL: 'https://carepath.example.org' }))).toEqual([]);
+    expect(publicUrlWarnings(loadConfig(production))).toEqual([]);
+    expect(publicUrlWarnings(loadConfig({ CAREPATH_PUBLIC_URL: 'http://carepath.example.org' }))).toEqual([]);
   });
 });
