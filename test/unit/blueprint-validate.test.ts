@@ -281,6 +281,22 @@ describe('validateBlueprint: links', () => {
     expectProblem(input, 'link 2 (risk → flag): when fails even on an empty run context: Not implemented: exist');
   });
 
+  it('refuses a when whose path starts outside the run context (it is empty in every run), not inside a function', () => {
+    const input = postDischarge();
+    input.links[1].when = 'riskScore > 5';
+    expectProblem(
+      input,
+      'link 2 (risk → flag): when reads riskScore at the top, where the run context has payload, subject, steps and vars only, so it is empty in every run; start the path at one of them (payload.riskScore…)',
+    );
+    input.links[1].when = "payload.riskScore > 5 and (Patient.gender = 'female')";
+    expectProblem(input, /^link 2 \(risk → flag\): when reads Patient at the top/);
+    // Names inside a function's arguments are read from each item, not from the root.
+    input.links[1].when = "payload.labs.where(code = 'x' and value > 5).exists() and subject.tags contains 'copd' and vars.n > 1 and steps.`tag-it`.outcome = 'ok'";
+    expect(() => validateBlueprint(input)).not.toThrow();
+    input.links[1].when = "today() > @2020-01-01 and 'a' = 'a'";
+    expect(() => validateBlueprint(input)).not.toThrow();
+  });
+
   it('refuses a hyphenated name written bare (FHIRPath reads a subtraction), and takes it in backticks', () => {
     const input = postDischarge();
     input.links[1].when = "steps.tag-it.outcome = 'ok'";
@@ -486,6 +502,13 @@ describe('validateBlueprint: automations', () => {
       expectProblem(
         withAutomation({ type: 'fail', with: { message: 'risk {{ payload.riskScore.toInteger() }} {{ payload.nope() }}' } }),
         'node "extra": automation "auto": with.message: placeholder {{ payload.nope() }} fails even on an empty run context: Not implemented: nope',
+      );
+    });
+
+    it('must start their paths in the run context', () => {
+      expectProblem(
+        withAutomation({ type: 'fail', with: { message: 'risk {{ payload.riskScore }} for {{ patient.name }}' } }),
+        'node "extra": automation "auto": with.message: placeholder {{ patient.name }} reads patient at the top, where the run context has payload, subject, steps and vars only, so it is empty in every run; start the path at one of them (payload.patient…)',
       );
     });
 

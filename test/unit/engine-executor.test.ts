@@ -83,7 +83,7 @@ describe('executor: routing', () => {
       ],
       [
         { from: 's', to: 'fork' },
-        { from: 'fork', to: 'x1', when: 'takeX' },
+        { from: 'fork', to: 'x1', when: 'vars.takeX' },
         { from: 'fork', to: 'y' },
         { from: 'x1', to: 'x2' },
         { from: 'x2', to: 'join' },
@@ -91,7 +91,7 @@ describe('executor: routing', () => {
         { from: 'join', to: 'e' },
       ],
     );
-    const { ran, state, last } = play(graph, { takeX: false });
+    const { ran, state, last } = play(graph, { 'vars.takeX': false });
     expect(ran).toEqual(['f', 'y', 'j']);
     expect(state.nodes.x1.state).toBe('skipped');
     expect(state.nodes.x2.state).toBe('skipped');
@@ -110,15 +110,15 @@ describe('executor: routing', () => {
       ],
       [
         { from: 's', to: 'd' },
-        { from: 'd', to: 'a', when: 'no' },
-        { from: 'd', to: 'b', when: 'yes' },
+        { from: 'd', to: 'a', when: 'vars.no' },
+        { from: 'd', to: 'b', when: 'vars.yes' },
         { from: 'd', to: 'c' },
         { from: 'a', to: 'e' },
         { from: 'b', to: 'e' },
         { from: 'c', to: 'e' },
       ],
     );
-    const { ran, state } = play(graph, { yes: true, no: false });
+    const { ran, state } = play(graph, { 'vars.yes': true, 'vars.no': false });
     expect(ran).toEqual(['b']);
     expect([state.nodes.a.state, state.nodes.c.state]).toEqual(['skipped', 'skipped']);
   });
@@ -126,9 +126,9 @@ describe('executor: routing', () => {
   it('errors at a decision when no link holds, naming the node', () => {
     const graph = graphOf(
       [{ id: 's', kind: 'start' }, { id: 'd', kind: 'decision' }, { id: 'e', kind: 'end' }],
-      [{ from: 's', to: 'd' }, { from: 'd', to: 'e', when: 'no' }],
+      [{ from: 's', to: 'd' }, { from: 'd', to: 'e', when: 'vars.no' }],
     );
-    const { last, state } = play(graph, { no: false });
+    const { last, state } = play(graph, { 'vars.no': false });
     expect(last).toEqual({ kind: 'end', end: { status: 'errored', nodeId: 'd', message: 'decision node "d": no outgoing link holds' } });
     expect(state.nodes.d.state).toBe('failed');
   });
@@ -136,9 +136,9 @@ describe('executor: routing', () => {
   it('errors at the node whose link condition throws', () => {
     const graph = graphOf(
       [{ id: 's', kind: 'start' }, { id: 'a', kind: 'action', automations: [set('a')] }, { id: 'e', kind: 'end' }],
-      [{ from: 's', to: 'a' }, { from: 'a', to: 'e', when: 'broken' }],
+      [{ from: 's', to: 'a' }, { from: 'a', to: 'e', when: 'vars.broken' }],
     );
-    const { last } = play(graph, { broken: new Error('boom') });
+    const { last } = play(graph, { 'vars.broken': new Error('boom') });
     expect(last.kind).toBe('end');
     if (last.kind !== 'end' || last.end.status !== 'errored') throw new Error('expected errored');
     expect(last.end.nodeId).toBe('a');

@@ -31,10 +31,11 @@ const PARSE_TIMEOUT_MS = 2000;
  * Compiling only checks syntax: fhirpath.js resolves function names when it runs, so a typo such
  * as `exist()` or an unknown `%variable` would otherwise pass import and fail in every run. The
  * expression is therefore also run once against an empty run context, where navigation finds
- * nothing and only such mistakes can throw.
+ * nothing and only such mistakes can throw. A path that starts at a name the run context does
+ * not have (`riskScore` for `payload.riskScore`) is refused too: it is empty in every run.
  */
 export function expressionProblem(text: string): string | undefined {
-  return problemOf(text, false);
+  return problemOf(text, false, RUN_ROOTS);
 }
 
 /**
@@ -43,7 +44,7 @@ export function expressionProblem(text: string): string | undefined {
  * context (`'a' | 'b'`), which is one true or false never, so never holds (a verification round).
  */
 export function conditionProblem(text: string): string | undefined {
-  return problemOf(text, true);
+  return problemOf(text, true, RUN_ROOTS);
 }
 
 /**
@@ -54,7 +55,7 @@ export function conditionProblem(text: string): string | undefined {
  * started no run with nothing to say why (a walk through docs/integrating.md).
  */
 export function triggerConditionProblem(text: string): string | undefined {
-  return problemOf(text, true, true);
+  return problemOf(text, true, TRIGGER_ROOTS);
 }
 
 /**
@@ -64,7 +65,7 @@ export function triggerConditionProblem(text: string): string | undefined {
  */
 export const MAX_EXPRESSION_LENGTH = 2000;
 
-function problemOf(text: string, condition: boolean, payloadOnly = false): string | undefined {
+function problemOf(text: string, condition: boolean, roots: ReadonlySet<string>): string | undefined {
   if (text.length > MAX_EXPRESSION_LENGTH) return `is ${text.length} characters long; at most ${MAX_EXPRESSION_LENGTH}`;
   let compiled: CompiledExpression;
   let syntax: SyntaxNode;
@@ -90,19 +91,17 @@ function problemOf(text: string, condition: boolean, payloadOnly = false): strin
   if (pattern) return pattern;
   const hint = hyphenHint(text);
   if (hint) return hint;
-  if (payloadOnly) {
-    let root: string | undefined;
-    try {
-      // A path without calls or `|` was compiled without its tree (lib/fhirpath.ts): read it here.
-      const tree = syntax === SIMPLE_PATH ? runWithin(() => parseSyntax(text), PARSE_TIMEOUT_MS) : syntax;
-      root = rootMembers(tree).find((name) => name !== 'payload');
-    } catch (error) {
-      if (error instanceof TimeBoxExceeded) return `takes longer than ${PARSE_TIMEOUT_MS} ms to parse; shorten it`;
-      if (error instanceof RangeError) return TOO_DEEP;
-      throw error;
-    }
-    if (root !== undefined) return notPayload(root);
+  let root: string | undefined;
+  try {
+    // A path without calls or `|` was compiled without its tree (lib/fhirpath.ts): read it here.
+    const tree = syntax === SIMPLE_PATH ? runWithin(() => parseSyntax(text), PARSE_TIMEOUT_MS) : syntax;
+    root = rootMembers(tree).find((name) => !roots.has(name));
+  } catch (error) {
+    if (error instanceof TimeBoxExceeded) return `takes longer than ${PARSE_TIMEOUT_MS} ms to parse; shorten it`;
+    if (error instanceof RangeError) return TOO_DEEP;
+    throw error;
   }
+  if (root !== undefined) return roots === TRIGGER_ROOTS ? notPayload(root) : notInRunContext(root);
   let result: unknown[];
   try {
     // An expression such as `(0|1|…|59).select((0|1|…|59).select(…))` builds millions of items
@@ -148,14 +147,26 @@ function alwaysHolds(result: readonly unknown[]): string | undefined {
   return `always holds: it gives ${kind}, not true or false, even with no data, and one item that is not a Boolean counts as true; compare it (\`… > 8\`) or test it (\`….exists()\`)`;
 }
 
-/** The run context's members a trigger's condition does not have yet (docs/integrating.md §2). */
-const RUN_MEMBERS = new Set(['subject', 'steps', 'vars']);
+/** What a blueprint's expressions start from: the run context (DESIGN §6). */
+const RUN_ROOTS: ReadonlySet<string> = new Set(['payload', 'subject', 'steps', 'vars']);
+/** What an event trigger's condition starts from: the run does not exist yet (docs/integrating.md §2). */
+const TRIGGER_ROOTS: ReadonlySet<string> = new Set(['payload']);
 
 function notPayload(root: string): string {
-  if (RUN_MEMBERS.has(root)) {
+  if (RUN_ROOTS.has(root)) {
     return `reads ${root}, which a trigger's condition does not have: it sees payload only (the run, with its subject, vars and steps, does not exist yet), so it never holds; test ${root} in a link's when in the blueprint instead`;
   }
   return `reads ${root} at the top, where a trigger's condition has payload only, so it never holds; start the path at payload (payload.${root}…)`;
+}
+
+/**
+ * A blueprint's expression whose path starts at a name the run context does not have
+ * (`riskScore > 5` for `payload.riskScore > 5`): it is empty in every run, so a link on it never
+ * holds and a placeholder fills in nothing, and nothing says why (DESIGN §6: expressions are
+ * over `{payload, subject, steps, vars}`).
+ */
+function notInRunContext(root: string): string {
+  return `reads ${root} at the top, where the run context has payload, subject, steps and vars only, so it is empty in every run; start the path at one of them (payload.${root}…)`;
 }
 
 /**
