@@ -637,6 +637,17 @@ describe('validateBlueprint: automations', () => {
       expectValid(withAutomation({ type: 'tag', with: { target: 'pathway', remove: ['x'] } }));
     });
 
+    it('refuses one empty list with the other left out, which changes nothing (a list left out is [])', () => {
+      expectProblem(
+        withAutomation({ type: 'tag', with: { target: 'pathway', add: [] } }),
+        'node "extra": automation "auto": with.add is empty (and the other list left out): the step would change nothing',
+      );
+      expectProblem(
+        withAutomation({ type: 'tag', with: { target: 'subject', remove: [] } }),
+        'node "extra": automation "auto": with.remove is empty (and the other list left out): the step would change nothing',
+      );
+    });
+
     it('needs slugs', () => {
       expectProblem(
         withAutomation({ type: 'tag', with: { target: 'subject', add: ['ok', 'Bad Tag'] } }),

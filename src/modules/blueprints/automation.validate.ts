@@ -160,8 +160,15 @@ function checkTag(w: WithObject, report: Report): void {
   }
   const add = checkSlugList(w.add, 'with.add', report);
   const remove = checkSlugList(w.remove, 'with.remove', report);
-  if (w.add !== undefined && w.remove !== undefined && add.length + remove.length === 0) {
-    report('with.add and with.remove are both empty');
+  // A list left out is empty: `add: []` alone changes nothing, as `add: [], remove: []` does.
+  const given = [w.add, w.remove].filter((list) => list !== undefined);
+  if (given.every((list) => Array.isArray(list)) && add.length + remove.length === 0) {
+    const only = w.add !== undefined ? 'add' : 'remove';
+    report(
+      given.length === 2
+        ? 'with.add and with.remove are both empty'
+        : `with.${only} is empty (and the other list left out): the step would change nothing`,
+    );
   }
   for (const tag of add.filter((t) => remove.includes(t) && !deferred(t))) {
     report(`with: tag "${tag}" is both added and removed`);
