@@ -72,6 +72,27 @@ describe('a refused delivery and the secrets an endpoint retired', () => {
     await expect(checkDeliveryCredentials({ db: undefined as never, box }, endpoint, { signature: signPayload(current, body, t), authorization: undefined }, body, now)).resolves.toEqual({ signedAt: t });
   });
 
+  it('names the secret retired last when a rotation without overlap ended it and an older one at the same instant', async () => {
+    // What `rotate-secret --overlap PT0S` leaves after an earlier rotation: both old secrets
+    // stop at the rotation's instant; the rows come in no particular order.
+    const at = new Date(now.getTime() - 60_000).toISOString();
+    const row = (secret: string, id: string, expiresAt: string | null): SecretRow => ({ id, sealed_secret: `plain:${secret}`, secret_hash: hashWebhookSecret(secret), expires_at: expiresAt });
+    const endpoint: DeliveryEndpoint = {
+      id: 'e',
+      workspaceId: 'w',
+      tenantId: 't',
+      active: true,
+      auth: 'signature',
+      secrets: [
+        row('whsec_first', '0190a000-0000-7000-8000-000000000001', at),
+        row('whsec_second', '0190a000-0000-7000-8000-000000000002', at),
+        row('whsec_third', '0190a000-0000-7000-8000-000000000003', null),
+      ],
+    };
+    expect(await refusal(countingBox(), endpoint, { signature: signPayload('whsec_second', body, t) })).toMatch(/made with a secret this endpoint stopped accepting/);
+    expect(await refusal(countingBox(), endpoint, { signature: signPayload('whsec_first', body, t) })).toMatch(/^no v1 signature matches/);
+  });
+
   it('the same for bearer endpoints', async () => {
     const { endpoint, old } = endpointWith('bearer', 30);
     expect(await refusal(countingBox(), endpoint, { authorization: `Bearer ${old.at(-1)}` })).toMatch(/the bearer secret is one this endpoint stopped accepting/);

@@ -90,7 +90,9 @@ export function retiredSecrets(box: SecretBox, rows: readonly SecretRow[], now: 
   const at = now.toISOString();
   return rows
     .filter((row) => row.expires_at !== null && row.expires_at <= at)
-    .sort(descendingBy((row) => row.expires_at!))
+    // A rotation with no overlap ends the secret it replaces and any older one at the same
+    // instant: of those, the newest row is the one retired last.
+    .sort((a, b) => descendingBy((row) => row.expires_at!)(a, b) || descendingBy((row) => row.id)(a, b))
     .slice(0, 1)
     .map((row) => opened(box, row));
 }
