@@ -299,7 +299,11 @@ function suite(kind: StoreKind) {
         const active = await activeSecretsOf(container.db, box, created.webhookId, new Date());
         expect(active.map((secret) => secret.secret).sort()).toEqual([created.secret, rotated.secret].sort());
 
-        await webhookRotateSecret(container, { webhookId: created.webhookId, overlapMs: 0 });
+        // Without overlap the old secret ends at once, and the command says so rather than
+        // "keeps working until" this very instant.
+        const ended = await runArgv(container, ['webhook', 'rotate-secret', created.webhookId, '--overlap', 'PT0S']);
+        expect(ended).toMatch(/^The old secret stopped working now \(no overlap\)/m);
+        expect(ended).not.toMatch(/keeps working/);
         expect(await activeSecretsOf(container.db, box, created.webhookId, new Date())).toHaveLength(1);
         await expect(
           webhookRotateSecret(container, { webhookId: '01900000-0000-7000-8000-000000000000', overlapMs: 0 }),

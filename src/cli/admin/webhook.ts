@@ -92,7 +92,9 @@ const rotate: AdminCommand<WebhookRotateArgs> = {
     await out.write(
       `New secret for webhook endpoint ${rotated.webhookId} (shown only now):\n` +
         `${rotated.secret}\n` +
-        `The old secret keeps working until ${rotated.oldSecretValidUntil}; update the sending system before then.\n`,
+        (args.overlapMs === 0
+          ? 'The old secret stopped working now (no overlap): deliveries signed with it are refused.\n'
+          : `The old secret keeps working until ${rotated.oldSecretValidUntil}; update the sending system before then.\n`),
     );
   },
 };
