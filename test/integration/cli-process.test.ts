@@ -226,7 +226,7 @@ describe('the carepath process [sqlite]', () => {
 
   it('version prints the version and the schema it brings', async () => {
     const answer = await runToEnd(['version'], {});
-    expect(answer).toMatchObject({ code: 0, stdout: 'carepath 0.1.0 (schema 0021_audit_event_records)\n', stderr: '' });
+    expect(answer).toMatchObject({ code: 0, stdout: 'carepath 0.1.0 (schema 0022_runs_by_idempotency_key)\n', stderr: '' });
   });
 
   it('serve in production makes no demo on an empty store: no key printed, none made, and says what to do', async () => {
@@ -256,8 +256,8 @@ describe('the carepath process [sqlite]', () => {
     await waitFor(first, /carepath listening on http:\/\/127\.0\.0\.1:\d+/);
     // The log says which version this is, and that it brought a new store up to date.
     const lines = first.stdout().split('\n').filter((line) => line.startsWith('{')).map((line) => JSON.parse(line) as Record<string, unknown>);
-    expect(lines.find((line) => line.msg === 'brought the store up to date')?.migrations).toEqual(expect.arrayContaining(['0001_core', '0021_audit_event_records']));
-    expect(lines.find((line) => line.msg === 'carepath starting')).toMatchObject({ version: '0.1.0', schema: '0021_audit_event_records', http: true, background: true });
+    expect(lines.find((line) => line.msg === 'brought the store up to date')?.migrations).toEqual(expect.arrayContaining(['0001_core', '0022_runs_by_idempotency_key']));
+    expect(lines.find((line) => line.msg === 'carepath starting')).toMatchObject({ version: '0.1.0', schema: '0022_runs_by_idempotency_key', http: true, background: true });
     const [, key] = await waitFor(first, /curl -s \S+\/v1\/me -H 'Authorization: Bearer (cpk_staging_[0-9A-Za-z]{43})'/);
     expect(first.stdout()).toContain(`curl -s -X POST http://127.0.0.1:${port}/v1/triggers/`);
     // FHIR validation is compiled when the processor starts, not at the first delivery.

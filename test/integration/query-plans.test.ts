@@ -7,6 +7,7 @@ import { expect, it } from 'vitest';
 import { CompiledQuery } from 'kysely';
 import { describeEachStore } from '../helpers/test-env.js';
 import { sqliteConnectionOf } from '../../src/storage/connect.js';
+import { runListSelect } from '../../src/modules/runs/run.repository.js';
 
 const PLANS: { what: string; sql: string; index: RegExp | RegExp[] }[] = [
   {
@@ -70,6 +71,37 @@ describeEachStore('query plans of big lists', (env) => {
       const parameters = Array.from({ length: (sql.match(/\?/g) ?? []).length }, () => 'x');
       const plan = (connection.prepare(`explain query plan ${sql}`).all(...parameters) as { detail: string }[]).map((row) => row.detail);
       expect(plan, what).toEqual((Array.isArray(index) ? index : [index]).map((line) => expect.stringMatching(line)));
+    }
+  });
+});
+
+describeEachStore('query plans of the runs list by Idempotency-Key', (env) => {
+  // A key names a handful of runs: its index drives the read, whatever else is filtered on (a
+  // cost review: SQLite walked the workspace's runs, or a trigger's in one status, to skip a sort).
+  const filters = [
+    {},
+    { status: 'running' },
+    { triggerId: '01900000-0000-7000-8000-000000000001' },
+    { triggerId: '01900000-0000-7000-8000-000000000001', status: 'running' },
+  ];
+  it('reads the key index range, in id order', async () => {
+    if (env.kind === 'postgres') {
+      const { rows } = await env.db.executeQuery<{ indexdef: string }>(
+        CompiledQuery.raw(`select indexdef from pg_indexes where schemaname = current_schema() and tablename = 'runs'`),
+      );
+      expect(rows.map((row) => row.indexdef).join('\n')).toMatch(/runs_by_idempotency_key .*\(workspace_id, idempotency_key, id\)/);
+      return;
+    }
+    const connection = sqliteConnectionOf(env.db)!;
+    for (const extra of filters) {
+      for (const cursor of [false, true]) {
+        let select = runListSelect(env.db, 'w', { idempotencyKey: 'k', ...extra });
+        if (cursor) select = select.where('id', '<', 'x');
+        const { sql, parameters } = select.orderBy('id', 'desc').limit(26).compile();
+        const plan = (connection.prepare(`explain query plan ${sql}`).all(...parameters) as { detail: string }[]).map((row) => row.detail);
+        const range = cursor ? 'workspace_id=\\? AND idempotency_key=\\? AND id<\\?' : 'workspace_id=\\? AND idempotency_key=\\?';
+        expect(plan, JSON.stringify({ extra, cursor })).toEqual([expect.stringMatching(new RegExp(`^SEARCH runs USING INDEX runs_by_idempotency_key \\(${range}\\)$`))]);
+      }
     }
   });
 });

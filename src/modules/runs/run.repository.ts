@@ -1,4 +1,6 @@
+import { sql } from 'kysely';
 import type { DbOrTx } from '../../storage/database.js';
+import { dialectOfDb } from '../../storage/dialect.js';
 import { newestFirstPage, type Page } from '../../lib/cursor.js';
 import { RUN_VIEW_COLUMNS, toRunView, type RunView } from './run.view.js';
 import { RUN_STATUSES, type RunStatus } from '../../engine/run-status.js';
@@ -23,11 +25,24 @@ export interface RunListQuery {
 
 /** Newest first, keyset-paged on the time-ordered id. */
 export async function listRuns(db: DbOrTx, workspaceId: string, query: RunListQuery): Promise<Page<RunView>> {
+  return newestFirstPage(runListSelect(db, workspaceId, query), query, toRunView, 'runs');
+}
+
+/**
+ * The runs a list reads, before its keyset. An Idempotency-Key names a handful of runs, so its
+ * index `(workspace_id, idempotency_key, id)` drives the read whenever it is given: on SQLite the
+ * other filters are written `+column`, which no index serves, or with a trigger and a status it
+ * walked `runs_by_trigger_status`, every run of the trigger in that status, to find the key's
+ * few (a cost review). PostgreSQL chooses from its statistics.
+ */
+export function runListSelect(db: DbOrTx, workspaceId: string, query: Omit<RunListQuery, 'limit'>) {
+  const byKeyOnly = Boolean(query.idempotencyKey) && dialectOfDb(db) === 'sqlite';
+  const column = (name: 'trigger_id' | 'automation_status') => (byKeyOnly ? sql<string>`+${sql.ref(name)}` : sql.ref<string>(name));
   let select = db.selectFrom('runs').select(RUN_VIEW_COLUMNS).where('workspace_id', '=', workspaceId);
-  if (query.triggerId) select = select.where('trigger_id', '=', query.triggerId);
+  if (query.triggerId) select = select.where(column('trigger_id'), '=', query.triggerId);
   if (query.idempotencyKey) select = select.where('idempotency_key', '=', query.idempotencyKey);
-  if (query.status) select = select.where('automation_status', '=', query.status);
-  return newestFirstPage(select, query, toRunView, 'runs');
+  if (query.status) select = select.where(column('automation_status'), '=', query.status);
+  return select;
 }
 
 export interface TriggerRunStatus {

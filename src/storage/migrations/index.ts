@@ -24,6 +24,7 @@ import * as m0018 from './0018_trigger_last_tick.js';
 import * as m0019 from './0019_resource_state_tombstones.js';
 import * as m0020 from './0020_search_inputs_check.js';
 import * as m0021 from './0021_audit_event_records.js';
+import * as m0022 from './0022_runs_by_idempotency_key.js';
 
 export const migrations: Record<string, Migration> = {
   '0001_core': m0001,
@@ -47,4 +48,5 @@ export const migrations: Record<string, Migration> = {
   '0019_resource_state_tombstones': m0019,
   '0020_search_inputs_check': m0020,
   '0021_audit_event_records': m0021,
+  '0022_runs_by_idempotency_key': m0022,
 };
