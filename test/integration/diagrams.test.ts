@@ -1,5 +1,8 @@
 import { expect, it } from 'vitest';
+import type { KyselyPlugin, RootOperationNode } from 'kysely';
 import { describeEachStore, simpleBlueprint, type TestWorkspace } from '../helpers/test-env.js';
+import { listDiagrams } from '../../src/modules/diagrams/diagram.repository.js';
+import { sqliteConnectionOf } from '../../src/storage/connect.js';
 
 async function fireRun(ws: TestWorkspace, blueprintId: string): Promise<string> {
   const trigger = await ws.call('POST', '/v1/triggers', { body: { name: 'Web', sourceId: blueprintId, type: 'web' } });
@@ -186,6 +189,51 @@ describeEachStore('diagrams', (env) => {
       expect(refused.json().code).toBe('insufficient_scope');
       expect(refused.json().error).toContain('diagrams:read');
       expect((await ws.call('GET', url, { key: reader.key })).statusCode).toBe(200);
+    }
+  });
+});
+
+describeEachStore('instances by name over many runs', (env) => {
+  // A name that matches several blueprints reads each one's runs through its own index range,
+  // never the workspace's runs one by one (a cost review: on SQLite `source_id in (…) order by
+  // id desc` walked `runs_list`, every run of the workspace when the blueprints named had none).
+  it('pages the runs of every blueprint named, newest first, each read from its blueprint index range', async () => {
+    const ws = await env.workspace();
+    const alpha = await ws.importBlueprint(simpleBlueprint('Alpha'));
+    const betas = [await ws.importBlueprint(simpleBlueprint('Beta one')), await ws.importBlueprint(simpleBlueprint('Beta two'))];
+    const runId = (n: number) => `0190a000-0000-7000-8000-${String(n).padStart(12, '0')}`;
+    const source = (n: number) => (n % 500 === 7 ? betas[0].id : n % 700 === 3 ? betas[1].id : alpha.id);
+    const now = new Date().toISOString();
+    const rows = Array.from({ length: 3000 }, (_, i) => ({
+      id: runId(i + 1), workspace_id: ws.workspaceId, trigger_id: runId(0), source_id: source(i + 1), source_version: 1,
+      name: 'x', automation_status: 'running', created_at: now, updated_at: now,
+    }));
+    for (let i = 0; i < rows.length; i += 500) await env.db.insertInto('runs').values(rows.slice(i, i + 500)).execute();
+    const expected = rows.filter((row) => row.source_id !== alpha.id).map((row) => row.id).reverse();
+
+    const nodes: RootOperationNode[] = [];
+    const capture: KyselyPlugin = {
+      transformQuery: ({ node }) => (nodes.push(node), node),
+      transformResult: async ({ result }) => result,
+    };
+    const seen: string[] = [];
+    let cursor: string | undefined;
+    do {
+      const page = await listDiagrams(env.db.withPlugin(capture), ws.workspaceId, { type: 'instance', q: 'beta', limit: 4, cursor });
+      seen.push(...page.data.map((diagram) => diagram.id));
+      cursor = page.nextCursor ?? undefined;
+    } while (cursor);
+    expect(seen).toEqual(expected);
+
+    const connection = sqliteConnectionOf(env.db);
+    if (!connection) return;
+    const runReads = nodes
+      .map((node, i) => env.db.getExecutor().compileQuery(node, { queryId: `q${i}` }))
+      .filter((query) => /from "runs"/.test(query.sql));
+    expect(runReads.length).toBeGreaterThan(0);
+    for (const { sql, parameters } of runReads) {
+      const plan = (connection.prepare(`explain query plan ${sql}`).all(...(parameters as unknown[])) as { detail: string }[]).map((row) => row.detail);
+      expect(plan, sql).toEqual([expect.stringMatching(/^SEARCH runs USING INDEX runs_source \(workspace_id=\? AND source_id=\?( AND id<\?)?\)$/)]);
     }
   });
 });
