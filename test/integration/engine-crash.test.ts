@@ -4,58 +4,20 @@
  * ledger HTTP server counts requests per idempotency key: every key must arrive, and a key may
  * arrive more than once only for a step whose earlier attempt never recorded its outcome.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
-import { once } from 'node:events';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TestEnv, type TestWorkspace } from '../helpers/test-env.js';
 import { fire, webTriggerFor } from '../helpers/engine-harness.js';
 import { LedgerServer } from '../helpers/ledger-server.js';
 import { STORE_KINDS } from '../helpers/stores.js';
+import { endEngineWorker, spawnEngineWorker, type WorkerProcess } from '../helpers/engine-worker-spawn.js';
 
 const LEASE_MS = 1000;
 
-interface WorkerProcess {
-  child: ChildProcess;
-  output: string[];
-}
 
-/** The test's store as a worker process reaches it: its URL, and on PostgreSQL its schema. */
-async function storeOf(env: TestEnv): Promise<{ databaseUrl: string; schema: string }> {
-  if (env.kind === 'sqlite') return { databaseUrl: env.container.config.databaseUrl, schema: '' };
-  return { databaseUrl: env.container.config.databaseUrl, schema: env.schema! };
-}
 
-async function spawnWorker(env: TestEnv, id: string): Promise<WorkerProcess> {
-  const store = await storeOf(env);
-  const child = spawn(process.execPath, ['--import', 'tsx', 'test/helpers/engine-worker-process.ts'], {
-    env: {
-      ...process.env,
-      CAREPATH_DATABASE_URL: store.databaseUrl,
-      CAREPATH_HTTP_ALLOW: '127.0.0.1',
-      ENGINE_PG_SCHEMA: store.schema,
-      ENGINE_LEASE_MS: String(LEASE_MS),
-      ENGINE_WORKER_ID: id,
-    },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  const output: string[] = [];
-  child.stderr!.on('data', (chunk: Buffer) => output.push(chunk.toString()));
-  await new Promise<void>((resolve, reject) => {
-    child.stdout!.on('data', (chunk: Buffer) => {
-      output.push(chunk.toString());
-      if (chunk.toString().includes('ready')) resolve();
-    });
-    child.once('exit', (code) => reject(new Error(`worker ${id} exited (${code}) before it was ready: ${output.join('')}`)));
-  });
-  return { child, output };
-}
+const spawnWorker = (env: TestEnv, id: string): Promise<WorkerProcess> => spawnEngineWorker(env, id, LEASE_MS);
 
-async function kill(worker: WorkerProcess): Promise<void> {
-  if (worker.child.exitCode !== null || worker.child.signalCode !== null) return;
-  const exited = once(worker.child, 'exit');
-  worker.child.kill('SIGKILL');
-  await exited;
-}
+const kill = (worker: WorkerProcess): Promise<void> => endEngineWorker(worker, 'SIGKILL');
 
 async function until(check: () => Promise<boolean> | boolean, what: string, timeoutMs = 20_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;

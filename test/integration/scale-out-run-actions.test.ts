@@ -9,54 +9,22 @@
  * nor hands it to a second worker (its fence is raised once: one claim), the call in flight is
  * sent once, and an event raised at the same instant as a resume is seen exactly once.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
-import { once } from 'node:events';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TestEnv, type TestWorkspace } from '../helpers/test-env.js';
 import { chain, fire, getRun, getSteps, patient, webTriggerFor } from '../helpers/engine-harness.js';
 import { LedgerServer } from '../helpers/ledger-server.js';
 import { STORE_KINDS } from '../helpers/stores.js';
+import { endEngineWorker, spawnEngineWorker, type WorkerProcess } from '../helpers/engine-worker-spawn.js';
 import { wakeRunsWaitingFor } from '../../src/engine/event-waits.js';
 
 /** Heartbeats every half second: the calls below (4 s) outlast the lease, and the actions land while they are out. */
 const LEASE_MS = 1_500;
 
-interface WorkerProcess {
-  child: ChildProcess;
-  output: string[];
-}
 
-async function spawnWorker(env: TestEnv, id: string): Promise<WorkerProcess> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'test/helpers/engine-worker-process.ts'], {
-    env: {
-      ...process.env,
-      CAREPATH_DATABASE_URL: env.container.config.databaseUrl,
-      CAREPATH_HTTP_ALLOW: '127.0.0.1',
-      ENGINE_PG_SCHEMA: env.schema ?? '',
-      ENGINE_LEASE_MS: String(LEASE_MS),
-      ENGINE_WORKER_ID: id,
-    },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  const output: string[] = [];
-  child.stderr!.on('data', (chunk: Buffer) => output.push(chunk.toString()));
-  await new Promise<void>((resolve, reject) => {
-    child.stdout!.on('data', (chunk: Buffer) => {
-      output.push(chunk.toString());
-      if (chunk.toString().includes('ready')) resolve();
-    });
-    child.once('exit', (code) => reject(new Error(`worker ${id} exited (${code}) before it was ready: ${output.join('')}`)));
-  });
-  return { child, output };
-}
+const spawnWorker = (env: TestEnv, id: string): Promise<WorkerProcess> => spawnEngineWorker(env, id, LEASE_MS);
 
-async function stopWorker(worker: WorkerProcess): Promise<void> {
-  if (worker.child.exitCode !== null || worker.child.signalCode !== null) return;
-  const exited = once(worker.child, 'exit');
-  worker.child.kill('SIGTERM');
-  await exited;
-}
+const stopWorker = (worker: WorkerProcess): Promise<void> => endEngineWorker(worker, 'SIGTERM');
 
 async function until(check: () => Promise<boolean> | boolean, what: string, timeoutMs = 15_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
