@@ -1,6 +1,6 @@
 import { sql } from 'kysely';
 import type { DbOrTx } from '../../storage/database.js';
-import { dialectOfDb } from '../../storage/dialect.js';
+import { checkedOnlyOnSqlite } from '../../storage/dialect.js';
 import { newestFirstPage, type Page } from '../../lib/cursor.js';
 import { RUN_VIEW_COLUMNS, toRunView, type RunView } from './run.view.js';
 import { RUN_STATUSES, type RunStatus } from '../../engine/run-status.js';
@@ -36,8 +36,7 @@ export async function listRuns(db: DbOrTx, workspaceId: string, query: RunListQu
  * few (a cost review). PostgreSQL chooses from its statistics.
  */
 export function runListSelect(db: DbOrTx, workspaceId: string, query: Omit<RunListQuery, 'limit'>) {
-  const byKeyOnly = Boolean(query.idempotencyKey) && dialectOfDb(db) === 'sqlite';
-  const column = (name: 'trigger_id' | 'automation_status') => (byKeyOnly ? sql<string>`+${sql.ref(name)}` : sql.ref<string>(name));
+  const column = (name: 'trigger_id' | 'automation_status') => (query.idempotencyKey ? checkedOnlyOnSqlite(db, name) : sql.ref<string>(name));
   let select = db.selectFrom('runs').select(RUN_VIEW_COLUMNS).where('workspace_id', '=', workspaceId);
   if (query.triggerId) select = select.where(column('trigger_id'), '=', query.triggerId);
   if (query.idempotencyKey) select = select.where('idempotency_key', '=', query.idempotencyKey);

@@ -16,7 +16,7 @@
 import { sql } from 'kysely';
 import type { Db, DbOrTx } from '../../storage/database.js';
 import { weakMemo } from '../../lib/weak-memo.js';
-import { dialectOfDb } from '../../storage/dialect.js';
+import { checkedOnlyOnSqlite, dialectOfDb } from '../../storage/dialect.js';
 import { perStore } from '../../storage/per-store.js';
 import { intersect, type TagBitmap } from './tag-bitmap.js';
 import { MatchCache, matchInputs } from './match-cache.js';
@@ -251,8 +251,8 @@ async function fetchMatchesInOrder(db: DbOrTx, workspaceId: string, matches: Mat
   const rows = await db
     .selectFrom('records')
     .select('records.seq')
-    .where(checkedOnly(db, 'records.workspace_id'), '=', workspaceId)
-    .where(checkedOnly(db, 'records.resource_type'), '=', matches.resourceType)
+    .where(checkedOnlyOnSqlite(db, 'records.workspace_id'), '=', workspaceId)
+    .where(checkedOnlyOnSqlite(db, 'records.resource_type'), '=', matches.resourceType)
     .where(seqIn(db, [...matches.positions.positions()]))
     .orderBy(`records.${column}`, query.direction)
     .orderBy('records.id', query.direction)
@@ -273,21 +273,11 @@ async function hitsInOrder(db: DbOrTx, workspaceId: string, seqs: number[]): Pro
   const rows = await db
     .selectFrom('records')
     .select(['records.seq', 'records.id', 'records.ext_id', 'records.name', 'records.resource_type', tags.as('tags')])
-    .where(checkedOnly(db, 'records.workspace_id'), '=', workspaceId)
+    .where(checkedOnlyOnSqlite(db, 'records.workspace_id'), '=', workspaceId)
     .where(seqIn(db, seqs))
     .execute();
   const bySeq = new Map(rows.map((row) => [Number(row.seq), hitOf(row)]));
   return seqs.map((seq) => bySeq.get(seq)).filter((hit) => hit !== undefined);
-}
-
-/**
- * A column the reads by position only check: on SQLite `+column`, which no index serves, so the
- * positions are looked up by rowid. SQLite without statistics (the service never runs ANALYZE)
- * read `workspace_id = ? and seq in (…)` through a workspace index instead, every record of the
- * workspace for each page's hits (45 ms a search at 200,000 records; a cost review).
- */
-function checkedOnly(db: DbOrTx, column: 'records.workspace_id' | 'records.resource_type') {
-  return dialectOfDb(db) === 'sqlite' ? sql<string>`+${sql.ref(column)}` : sql.ref<string>(column);
 }
 
 /** `records.seq` is one of `seqs`, as one bound parameter (a JSON array on SQLite, an array on PostgreSQL). */
@@ -303,7 +293,7 @@ export async function recordIdsAt(db: DbOrTx, workspaceId: string, seqs: number[
   const rows = await db
     .selectFrom('records')
     .select('records.id')
-    .where(checkedOnly(db, 'records.workspace_id'), '=', workspaceId)
+    .where(checkedOnlyOnSqlite(db, 'records.workspace_id'), '=', workspaceId)
     .where(seqIn(db, seqs))
     .orderBy('records.seq')
     .execute();
