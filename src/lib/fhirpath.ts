@@ -85,8 +85,13 @@ export function compileExpression(text: string): CompiledExpression {
   return compileWithSyntax(text).compiled;
 }
 
-/** The compiled expression and its syntax tree, for a caller that checks its shape too (one parse for all). */
-export function compileWithSyntax(text: string): { compiled: CompiledExpression; syntax: SyntaxNode } {
+/**
+ * The compiled expression and its syntax tree, for a caller that checks its shape too (one parse
+ * for all). With `wholeTree` the tree is parsed for every expression, calls or not (the import
+ * checks read which names a path starts at); without it, a path without calls or `|` gets
+ * SIMPLE_PATH in its place.
+ */
+export function compileWithSyntax(text: string, wholeTree = false): { compiled: CompiledExpression; syntax: SyntaxNode } {
   if (text.trim() === '') throw new ExpressionSyntaxError(text, 'the expression is empty');
   let run: (root: unknown) => unknown;
   try {
@@ -105,7 +110,7 @@ export function compileWithSyntax(text: string): { compiled: CompiledExpression;
   // Without a call or a `|` nothing can cost more than its data, and no pattern is written:
   // the second parse is spared for the commonest expressions (`payload.riskScore > 5`).
   try {
-    const syntax = /[(|]/.test(text) ? parseSyntax(text) : SIMPLE_PATH;
+    const syntax = wholeTree || /[(|]/.test(text) ? parseSyntax(text) : SIMPLE_PATH;
     return { compiled: { text, evaluator: (root) => run(root) as unknown[], timeBoxed: mayGrowFasterThanData(syntax) }, syntax };
   } catch (error) {
     // The tree is walked recursively: 990 parentheses within one another overflowed the stack,
@@ -121,7 +126,7 @@ export const TOO_DEEP = 'it nests too deeply (parentheses, operators or calls wi
 function discardTrace(): void {}
 
 /** The syntax tree of an expression without calls or unions, as far as the checks are concerned. */
-export const SIMPLE_PATH: SyntaxNode = { type: 'EntireExpression', children: [] };
+const SIMPLE_PATH: SyntaxNode = { type: 'EntireExpression', children: [] };
 
 export function evaluate(compiled: CompiledExpression, context: ExpressionContext): unknown[] {
   let result: unknown[];

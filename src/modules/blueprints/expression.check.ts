@@ -4,12 +4,11 @@ import {
   ExpressionEvaluationError,
   ExpressionSyntaxError,
   notOneBoolean,
-  SIMPLE_PATH,
   TOO_DEEP,
   type CompiledExpression,
 } from '../../lib/fhirpath.js';
 import { constantPatternProblem } from '../../lib/fhirpath-regex.js';
-import { parseSyntax, type SyntaxNode } from '../../lib/fhirpath-syntax.js';
+import type { SyntaxNode } from '../../lib/fhirpath-syntax.js';
 import { runWithin, TimeBoxExceeded } from '../../lib/time-box.js';
 
 /**
@@ -35,7 +34,7 @@ const PARSE_TIMEOUT_MS = 2000;
  * not have (`riskScore` for `payload.riskScore`) is refused too: it is empty in every run.
  */
 export function expressionProblem(text: string): string | undefined {
-  return problemOf(text, false, RUN_ROOTS);
+  return problemOf(text, false, RUN_CONTEXT);
 }
 
 /**
@@ -44,7 +43,7 @@ export function expressionProblem(text: string): string | undefined {
  * context (`'a' | 'b'`), which is one true or false never, so never holds (a verification round).
  */
 export function conditionProblem(text: string): string | undefined {
-  return problemOf(text, true, RUN_ROOTS);
+  return problemOf(text, true, RUN_CONTEXT);
 }
 
 /**
@@ -55,7 +54,7 @@ export function conditionProblem(text: string): string | undefined {
  * started no run with nothing to say why (a walk through docs/integrating.md).
  */
 export function triggerConditionProblem(text: string): string | undefined {
-  return problemOf(text, true, TRIGGER_ROOTS);
+  return problemOf(text, true, TRIGGER_CONTEXT);
 }
 
 /**
@@ -65,15 +64,16 @@ export function triggerConditionProblem(text: string): string | undefined {
  */
 export const MAX_EXPRESSION_LENGTH = 2000;
 
-function problemOf(text: string, condition: boolean, roots: ReadonlySet<string>): string | undefined {
+function problemOf(text: string, condition: boolean, context: ContextRoots): string | undefined {
   if (text.length > MAX_EXPRESSION_LENGTH) return `is ${text.length} characters long; at most ${MAX_EXPRESSION_LENGTH}`;
   let compiled: CompiledExpression;
   let syntax: SyntaxNode;
   try {
-    // Parsed twice (fhirpath.js's compile, and the tree the checks below read), at up to 0.2 ms
-    // a character of a long chain such as `1+1+…`: boxed too, so one save holds the thread
-    // that serves everyone at most this long.
-    ({ compiled, syntax } = runWithin(() => compileWithSyntax(text), PARSE_TIMEOUT_MS));
+    // Parsed twice (fhirpath.js's compile, and the whole tree the checks below read, paths
+    // without calls included: the names a path starts at are read from it), at up to 0.2 ms a
+    // character of a long chain such as `1+1+…`: boxed too, so one save holds the thread that
+    // serves everyone at most this long.
+    ({ compiled, syntax } = runWithin(() => compileWithSyntax(text, true), PARSE_TIMEOUT_MS));
   } catch (error) {
     // `steps.t-1b` does not even parse; the hint says more than the parser's "mismatched input".
     if (error instanceof ExpressionSyntaxError) return hyphenHint(text) ?? `does not compile: ${error.detail}`;
@@ -93,15 +93,12 @@ function problemOf(text: string, condition: boolean, roots: ReadonlySet<string>)
   if (hint) return hint;
   let root: string | undefined;
   try {
-    // A path without calls or `|` was compiled without its tree (lib/fhirpath.ts): read it here.
-    const tree = syntax === SIMPLE_PATH ? runWithin(() => parseSyntax(text), PARSE_TIMEOUT_MS) : syntax;
-    root = rootMembers(tree).find((name) => !roots.has(name));
+    root = rootMembers(syntax).find((name) => !context.roots.has(name));
   } catch (error) {
-    if (error instanceof TimeBoxExceeded) return `takes longer than ${PARSE_TIMEOUT_MS} ms to parse; shorten it`;
     if (error instanceof RangeError) return TOO_DEEP;
     throw error;
   }
-  if (root !== undefined) return roots === TRIGGER_ROOTS ? notPayload(root) : notInRunContext(root);
+  if (root !== undefined) return context.outside(root);
   let result: unknown[];
   try {
     // An expression such as `(0|1|…|59).select((0|1|…|59).select(…))` builds millions of items
@@ -147,10 +144,17 @@ function alwaysHolds(result: readonly unknown[]): string | undefined {
   return `always holds: it gives ${kind}, not true or false, even with no data, and one item that is not a Boolean counts as true; compare it (\`… > 8\`) or test it (\`….exists()\`)`;
 }
 
+/** The names an expression's paths may start at, and what to say of a path that starts elsewhere. */
+interface ContextRoots {
+  roots: ReadonlySet<string>;
+  outside(root: string): string;
+}
+
 /** What a blueprint's expressions start from: the run context (DESIGN §6). */
 const RUN_ROOTS: ReadonlySet<string> = new Set(['payload', 'subject', 'steps', 'vars']);
+const RUN_CONTEXT: ContextRoots = { roots: RUN_ROOTS, outside: notInRunContext };
 /** What an event trigger's condition starts from: the run does not exist yet (docs/integrating.md §2). */
-const TRIGGER_ROOTS: ReadonlySet<string> = new Set(['payload']);
+const TRIGGER_CONTEXT: ContextRoots = { roots: new Set(['payload']), outside: notPayload };
 
 function notPayload(root: string): string {
   if (RUN_ROOTS.has(root)) {
