@@ -8,6 +8,7 @@ import { describeEachStore } from '../helpers/test-env.js';
 import { chain, fire, getRun, testWorker, webTriggerFor } from '../helpers/engine-harness.js';
 import { LedgerServer } from '../helpers/ledger-server.js';
 import { startStoreSignals } from '../../src/engine/store-signals.js';
+import { until as waitUntil } from '../helpers/until.js';
 
 const ledger = new LedgerServer();
 beforeAll(() => ledger.listen());
@@ -15,13 +16,8 @@ afterAll(() => ledger.close());
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-async function until(check: () => boolean | Promise<boolean>, what: string, ms = 5_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await sleep(10);
-  }
-}
+/** Waits for `check` (5 s at most, polled every 10 ms). */
+const until = (check: () => boolean | Promise<boolean>, what: string, ms = 5_000) => waitUntil(check, what, ms, 10);
 
 describeEachStore('engine: claiming', (env) => {
   const callChain = (name: string, path: string) =>

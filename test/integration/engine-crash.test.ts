@@ -10,6 +10,7 @@ import { fire, webTriggerFor } from '../helpers/engine-harness.js';
 import { LedgerServer } from '../helpers/ledger-server.js';
 import { STORE_KINDS } from '../helpers/stores.js';
 import { endEngineWorker, spawnEngineWorker, type WorkerProcess } from '../helpers/engine-worker-spawn.js';
+import { until as waitUntil } from '../helpers/until.js';
 
 const LEASE_MS = 1000;
 
@@ -19,13 +20,8 @@ const spawnWorker = (env: TestEnv, id: string): Promise<WorkerProcess> => spawnE
 
 const kill = (worker: WorkerProcess): Promise<void> => endEngineWorker(worker, 'SIGKILL');
 
-async function until(check: () => Promise<boolean> | boolean, what: string, timeoutMs = 20_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
+/** Waits for `check` (20 s at most, polled every 50 ms). */
+const until = (check: () => Promise<boolean> | boolean, what: string, timeoutMs = 20_000) => waitUntil(check, what, timeoutMs, 50);
 
 async function statuses(env: TestEnv, runIds: string[]): Promise<Map<string, string>> {
   const rows = await env.db.selectFrom('runs').select(['id', 'automation_status']).where('id', 'in', runIds).execute();

@@ -17,6 +17,7 @@ import { LedgerServer } from '../helpers/ledger-server.js';
 import { STORE_KINDS } from '../helpers/stores.js';
 import { endEngineWorker, spawnEngineWorker, type WorkerProcess } from '../helpers/engine-worker-spawn.js';
 import { wakeRunsWaitingFor } from '../../src/engine/event-waits.js';
+import { until as waitUntil } from '../helpers/until.js';
 
 /** Heartbeats every half second: the calls below (4 s) outlast the lease, and the actions land while they are out. */
 const LEASE_MS = 1_500;
@@ -26,13 +27,8 @@ const spawnWorker = (env: TestEnv, id: string): Promise<WorkerProcess> => spawnE
 
 const stopWorker = (worker: WorkerProcess): Promise<void> => endEngineWorker(worker, 'SIGTERM');
 
-async function until(check: () => Promise<boolean> | boolean, what: string, timeoutMs = 15_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
+/** Waits for `check` (15 s at most, polled every 20 ms). */
+const until = (check: () => Promise<boolean> | boolean, what: string, timeoutMs = 15_000) => waitUntil(check, what, timeoutMs, 20);
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
